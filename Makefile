@@ -1,0 +1,50 @@
+# The two commands a newcomer runs: `make demo` and `make test`. Each sets up what it needs first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SYSTEM_STAMP := $(VENV)/.system-packages
+
+.PHONY: demo test lint typecheck importlint unit bench setup system-packages clean
+
+setup: $(STAMP) $(SYSTEM_STAMP)
+
+# The virtual environment is rebuilt only when pyproject.toml changes.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+# Debian packages the tests and the demo start for real: Prometheus, Alertmanager, promtool, amtool.
+$(SYSTEM_STAMP): scripts/install-system-packages.sh $(STAMP)
+	bash scripts/install-system-packages.sh
+	@touch $@
+
+system-packages: $(SYSTEM_STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check app tests
+	$(BIN)/ruff format --check app tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+importlint: $(STAMP)
+	$(BIN)/lint-imports
+
+unit: setup
+	$(BIN)/pytest -q
+
+test: setup lint typecheck importlint
+	$(BIN)/pytest -q -p no:cacheprovider
+
+demo: setup
+	$(BIN)/sickbay explain examples/alertmanager-payload.json
+
+bench: setup
+	$(BIN)/python -m tests.perf
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

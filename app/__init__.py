@@ -1,0 +1,1 @@
+"""Sickbay: GPU fault remediation for Kubernetes."""

@@ -1,0 +1,1 @@
+"""The node-local NVML collector: DCGM-compatible metrics and XID events pushed to the service."""

@@ -1,0 +1,118 @@
+"""Typed, validated views of `rules/xid-catalog.yaml` and `rules/policy.yaml`.
+
+The files are data an operator edits; these models reject anything they would misread (an unknown class,
+a `depends` entry without a rule, a negative window) and report every problem in one `ConfigError`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app import domain
+from app.config import errors
+from app.config.durations import Duration
+
+DependsRule = Literal["dbe-remap", "follows-others", "per-link", "recovery-action"]
+Concrete = Literal["ignore", "restart-workload", "reset-gpu", "reboot-node", "replace", "transient"]
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class XidEntry(_Frozen):
+    fault_class: domain.FaultClass = Field(alias="class")
+    name: str
+    rule: DependsRule | None = None
+    # What a `depends` XID means when its context is missing (no link, no recovery action on the alert).
+    fallback: Concrete | None = None
+
+    @model_validator(mode="after")
+    def _depends_has_rule(self) -> XidEntry:
+        if self.fault_class is domain.FaultClass.DEPENDS and self.rule is None:
+            raise ValueError("a 'depends' XID needs a 'rule'")
+        if self.fault_class is not domain.FaultClass.DEPENDS and self.rule is not None:
+            raise ValueError(f"'rule' only applies to class 'depends', not {self.fault_class.value!r}")
+        if self.fault_class in (domain.FaultClass.AT_RISK, domain.FaultClass.DRIVER_MISMATCH):
+            raise ValueError(f"class {self.fault_class.value!r} is not an XID class")
+        return self
+
+
+class XidCatalog(_Frozen):
+    version: Literal[1]
+    default_class: Concrete = "transient"
+    xids: dict[int, XidEntry]
+    recovery_actions: dict[int, Concrete] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _xid_range(self) -> XidCatalog:
+        bad = [x for x in self.xids if not 0 < x < 1000]
+        if bad:
+            raise ValueError(f"XIDs must be between 1 and 999: {bad}")
+        return self
+
+    def entry(self, xid: int) -> XidEntry | None:
+        return self.xids.get(xid)
+
+
+class ClassificationPolicy(_Frozen):
+    link_repeats: int = Field(default=3, ge=1)
+    link_window: Duration = timedelta(hours=1)
+    context_window: Duration = timedelta(minutes=10)
+
+
+class RetryPolicy(_Frozen):
+    initial: Duration = timedelta(seconds=30)
+    factor: float = Field(default=2.0, ge=1.0)
+    max: Duration = timedelta(minutes=30)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetryPolicy:
+        if self.initial > self.max:
+            raise ValueError("retry.initial must not exceed retry.max")
+        return self
+
+
+class EscalationPolicy(_Frozen):
+    window: Duration = timedelta(hours=24)
+    distinct_workloads: int = Field(default=2, ge=2)
+    repeats: int = Field(default=3, ge=1)
+    escalate_to: Literal["reset-gpu", "reboot-node", "replace"] = "reset-gpu"
+
+
+class Policy(_Frozen):
+    version: Literal[1]
+    alerts: dict[str, domain.FaultClass] = Field(default_factory=dict)
+    classification: ClassificationPolicy = ClassificationPolicy()
+    retry: RetryPolicy = RetryPolicy()
+    escalation: EscalationPolicy = EscalationPolicy()
+
+
+def load_catalog(path: Path) -> XidCatalog:
+    return _load(path, XidCatalog)
+
+
+def load_policy(path: Path) -> Policy:
+    return _load(path, Policy)
+
+
+def _load(path: Path, model: type[_M]) -> _M:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise errors.ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise errors.ConfigError(f"{path} is not valid YAML: {exc}") from None
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise errors.describe(exc, source=path) from None

@@ -1,0 +1,134 @@
+"""Service settings: defaults, then a YAML file, then `SICKBAY_*` environment variables (nested with `__`).
+
+`load_settings` is the single entry point; it raises `ConfigError` naming every bad field at once.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from app.config import errors
+
+CONFIG_ENV = "SICKBAY_CONFIG"
+DEFAULT_NODE_LABELS = ("node", "kubernetes_node", "Hostname", "hostname", "instance")
+RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
+
+
+class AuthSettings(BaseModel):
+    """How webhook callers prove who they are. Turning auth off must be said explicitly (`mode: none`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, revalidate_instances="always")
+
+    mode: Literal["bearer", "basic", "none"] = "bearer"
+    token: SecretStr | None = None
+    username: str | None = None
+    password: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _credentials_present(self) -> AuthSettings:
+        if self.mode == "bearer" and not (self.token and self.token.get_secret_value()):
+            raise ValueError("auth.mode 'bearer' needs auth.token (or SICKBAY_AUTH__TOKEN)")
+        if self.mode == "basic" and not (self.username and self.password):
+            raise ValueError("auth.mode 'basic' needs auth.username and auth.password")
+        return self
+
+
+class InboxSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: Path = Path("sickbay.db")
+    # Group commit: how many rows one transaction may carry, so a huge burst still commits in slices.
+    max_batch_rows: int = Field(default=5000, ge=1)
+
+
+class PipelineSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # How many nodes are processed at once; one node's signals are always handled in arrival order.
+    node_concurrency: int = Field(default=16, ge=1, le=1024)
+    poll_interval_s: float = Field(default=0.5, gt=0)
+    # Recent signals on the same GPU that classification may use as context (XID 45 and 48, NVLink repeats).
+    context_window_s: float = Field(default=3600.0, gt=0)
+
+
+class Settings(BaseSettings):
+    """Everything `sickbay serve` needs to know at start. Policy and the XID catalog live in `rules/`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SICKBAY_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    listen_host: str = "0.0.0.0"
+    listen_port: int = Field(default=8080, ge=0, le=65535)
+    # Bearer by default and validated even when absent, so a service with no token refuses to start.
+    auth: AuthSettings = Field(default_factory=lambda: AuthSettings.model_construct(), validate_default=True)
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # The JSON nesting a payload may have before we refuse it; Alertmanager's own payloads need 4.
+    max_json_depth: int = Field(default=16, ge=4, le=256)
+    node_label_keys: tuple[str, ...] = DEFAULT_NODE_LABELS
+    policy_file: Path = RULES_DIR / "policy.yaml"
+    xid_catalog_file: Path = RULES_DIR / "xid-catalog.yaml"
+    inbox: InboxSettings = InboxSettings()
+    pipeline: PipelineSettings = PipelineSettings()
+    dry_run: bool = False
+    pause: bool = False
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = os.environ.get(CONFIG_ENV)
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if path:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+        return tuple(sources)
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Read settings from `config_file` (or `$SICKBAY_CONFIG`) and the environment, highest last-named."""
+    path = config_file or (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
+    source = str(path) if path else "environment"
+    if path is not None:
+        _check_yaml(path)
+    previous = os.environ.get(CONFIG_ENV)
+    try:
+        if path is not None:
+            os.environ[CONFIG_ENV] = str(path)
+        return Settings(**overrides)
+    except pydantic.ValidationError as exc:
+        raise errors.describe(exc, source=source) from None
+    finally:
+        if previous is None:
+            os.environ.pop(CONFIG_ENV, None)
+        else:
+            os.environ[CONFIG_ENV] = previous
+
+
+def _check_yaml(path: Path) -> None:
+    """Fail on a missing or unparsable file with its name, before pydantic reports something vaguer."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise errors.ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise errors.ConfigError(f"configuration file {path} is not valid YAML: {exc}") from None
+    if data is not None and not isinstance(data, dict):
+        raise errors.ConfigError(f"configuration file {path} must hold a mapping at the top level")

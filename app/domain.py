@@ -1,0 +1,273 @@
+"""The values that flow through Sickbay's loop: signal → fault → plan → outcome.
+
+Everything here is a frozen dataclass or an enum built from the standard library only, so the pure core
+(`classify`, `decide`, `predict.features`) can share these types without importing any I/O. Nothing in this
+module may import another `app` module or a third-party package.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+Pairs = tuple[tuple[str, str], ...]
+
+
+def freeze_mapping(mapping: Mapping[str, str] | None) -> Pairs:
+    """Turn a mapping into sorted pairs, so frozen values stay hashable and compare by content."""
+    return tuple(sorted((mapping or {}).items()))
+
+
+def lookup(pairs: Pairs, key: str) -> str | None:
+    for name, value in pairs:
+        if name == key:
+            return value
+    return None
+
+
+class FaultClass(StrEnum):
+    IGNORE = "ignore"
+    RESTART_WORKLOAD = "restart-workload"
+    RESET_GPU = "reset-gpu"
+    REBOOT_NODE = "reboot-node"
+    REPLACE = "replace"
+    DEPENDS = "depends"
+    TRANSIENT = "transient"
+    DRIVER_MISMATCH = "driver-mismatch"
+    AT_RISK = "at-risk"
+
+    @property
+    def is_hardware(self) -> bool:
+        return self in HARDWARE_CLASSES
+
+
+HARDWARE_CLASSES = frozenset({FaultClass.RESET_GPU, FaultClass.REBOOT_NODE, FaultClass.REPLACE})
+
+
+class SignalSource(StrEnum):
+    ALERTMANAGER = "alertmanager"
+    AGENT = "agent"
+    ALLOCATABLE = "allocatable"
+    PREDICTION = "prediction"
+
+
+class SignalStatus(StrEnum):
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    namespace: str
+    name: str
+    container: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One observation from outside: an alert, an agent event, a capacity drop, a risk score."""
+
+    source: SignalSource
+    fingerprint: str
+    status: SignalStatus
+    name: str
+    starts_at: datetime
+    received_at: datetime
+    node: str | None = None
+    gpu: int | None = None
+    uuid: str | None = None
+    xid: int | None = None
+    pod: PodRef | None = None
+    ends_at: datetime | None = None
+    labels: Pairs = ()
+    annotations: Pairs = ()
+
+    def label(self, key: str) -> str | None:
+        return lookup(self.labels, key)
+
+    @property
+    def firing(self) -> bool:
+        return self.status is SignalStatus.FIRING
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A signal after classification: what is wrong, where, and why we think so."""
+
+    fault_class: FaultClass
+    signal: Signal
+    reason: str
+    rule: str
+    evidence: tuple[str, ...] = ()
+
+    @property
+    def node(self) -> str | None:
+        return self.signal.node
+
+    @property
+    def gpu(self) -> int | None:
+        return self.signal.gpu
+
+    @property
+    def xid(self) -> int | None:
+        return self.signal.xid
+
+    def annotation(self) -> str:
+        """Compact JSON for the `sickbay.io/fault` node annotation."""
+        body = {
+            "class": self.fault_class.value,
+            "gpu": self.signal.gpu,
+            "xid": self.signal.xid,
+            "source": self.signal.source.value,
+            "fingerprint": self.signal.fingerprint,
+        }
+        return json.dumps({k: v for k, v in body.items() if v is not None}, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+class RemediationState(StrEnum):
+    QUARANTINED = "quarantined"
+    DRAINING = "draining"
+    REMEDIATING = "remediating"
+    VERIFYING = "verifying"
+    AT_RISK = "at-risk"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """What decide needs to know about a node, read from its Node object."""
+
+    name: str
+    resource_version: str = ""
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    labels: Pairs = ()
+    annotations: Pairs = ()
+    gpu_capacity: int = 0
+    gpu_allocatable: int = 0
+
+    @property
+    def state(self) -> RemediationState | None:
+        raw = lookup(self.labels, "sickbay.io/state")
+        return RemediationState(raw) if raw in RemediationState.__members__.values() else None
+
+    @property
+    def managed(self) -> bool:
+        return lookup(self.labels, "sickbay.io/managed") != "false"
+
+    @property
+    def owned_by_sickbay(self) -> bool:
+        return lookup(self.annotations, "sickbay.io/owned-by") is not None
+
+
+class RiskLevel(StrEnum):
+    NONE = "none"
+    WARN = "warn"
+    ACT = "act"
+
+
+@dataclass(frozen=True, slots=True)
+class Risk:
+    node: str
+    score: float
+    level: RiskLevel
+    model_version: str
+    at: datetime
+    gpu: int | None = None
+    drivers: tuple[tuple[str, float], ...] = ()
+
+
+class Track(StrEnum):
+    WORKLOAD = "workload"
+    HARDWARE = "hardware"
+    RECORD = "record"
+
+
+class ActionKind(StrEnum):
+    RECORD = "record"
+    RESTART_POD = "restart-pod"
+    EVICT_POD = "evict-pod"
+    RESTART_GANG = "restart-gang"
+    QUARANTINE = "quarantine"
+    DRAIN = "drain"
+    REQUEST_REMEDIATION = "request-remediation"
+    VERIFY = "verify"
+    RELEASE = "release"
+    TAINT_NO_SCHEDULE = "taint-noschedule"
+    TAINT_AT_RISK = "taint-at-risk"
+    ESCALATE = "escalate"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    kind: ActionKind
+    track: Track
+    reason: str
+    node: str | None = None
+    pod: PodRef | None = None
+    params: Pairs = ()
+    not_before: datetime | None = None
+
+    def param(self, key: str) -> str | None:
+        return lookup(self.params, key)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What to do about one fault, as two independent tracks; built by `decide`, carried out by `act`."""
+
+    fault: Fault
+    decided_at: datetime
+    summary: str
+    actions: tuple[Action, ...] = ()
+
+    def track(self, track: Track) -> tuple[Action, ...]:
+        return tuple(a for a in self.actions if a.track is track)
+
+    @property
+    def is_noop(self) -> bool:
+        return all(a.kind is ActionKind.RECORD for a in self.actions)
+
+
+class OutcomeStatus(StrEnum):
+    APPLIED = "applied"
+    DRY_RUN = "dry-run"
+    SKIPPED = "skipped"
+    BLOCKED = "blocked"
+    FAILED = "failed"
+    RECORDED = "recorded"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    action: Action
+    status: OutcomeStatus
+    detail: str
+    at: datetime
+    attempts: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """Recent faults on the same GPU/node, read from the journal; the context that some rules need."""
+
+    faults: tuple[Fault, ...] = field(default_factory=tuple)
+
+    def on_gpu(self, node: str | None, gpu: int | None) -> tuple[Fault, ...]:
+        return tuple(f for f in self.faults if f.node == node and f.gpu == gpu)
+
+    @classmethod
+    def of(cls, faults: Iterable[Fault]) -> History:
+        return cls(faults=tuple(faults))

@@ -1,0 +1,1 @@
+"""The only package that imports `kubernetes`: a small typed port with typed errors."""

@@ -1,0 +1,1 @@
+"""Observability of Sickbay itself: its Prometheus metrics (own registry) and logging."""

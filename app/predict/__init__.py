@@ -1,0 +1,1 @@
+"""Degradation prediction: features, training, registry, scoring, backtest. The only place that imports sklearn."""

@@ -1,0 +1,1 @@
+"""SQLite persistence (WAL): the durable alert inbox and the journal of faults, plans and outcomes."""
