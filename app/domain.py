@@ -161,7 +161,10 @@ class NodeState:
     @property
     def state(self) -> RemediationState | None:
         raw = lookup(self.labels, "sickbay.io/state")
-        return RemediationState(raw) if raw in RemediationState.__members__.values() else None
+        try:
+            return RemediationState(raw) if raw else None
+        except ValueError:
+            return None
 
     @property
     def managed(self) -> bool:

@@ -73,7 +73,7 @@ class Settings(BaseSettings):
     listen_host: str = "0.0.0.0"
     listen_port: int = Field(default=8080, ge=0, le=65535)
     # Bearer by default and validated even when absent, so a service with no token refuses to start.
-    auth: AuthSettings = Field(default_factory=lambda: AuthSettings.model_construct(), validate_default=True)
+    auth: AuthSettings = Field(default_factory=AuthSettings.model_construct, validate_default=True)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     # The JSON nesting a payload may have before we refuse it; Alertmanager's own payloads need 4.
     max_json_depth: int = Field(default=16, ge=4, le=256)

@@ -1,0 +1,105 @@
+"""Signal → Fault: the single classification entry point.
+
+Order of evidence: a resolved signal is recorded as such; an XID maps through the catalog (decoding the
+`depends` ones with context); then the rule bundle's `sickbay_class` label; then the policy's alert-name
+table; anything else is `transient` — recorded and retried, never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.classify import xids
+from app.config import rules
+from app.domain import Fault, FaultClass, Signal
+
+CLASS_LABEL = "sickbay_class"
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What classification reads, loaded once at start."""
+
+    catalog: rules.XidCatalog
+    policy: rules.Policy
+
+
+def classify(signal: Signal, *, rules_: Rules, context: Sequence[Signal] = ()) -> Fault:
+    """Classify one signal. `context` is the recent firing signals on the same node and GPU."""
+    same_gpu = [s for s in context if s.node == signal.node and s.gpu == signal.gpu and s is not signal]
+    if signal.xid is not None:
+        return _by_xid(signal, rules_=rules_, context=same_gpu)
+    hinted = signal.label(CLASS_LABEL)
+    if hinted:
+        try:
+            cls = FaultClass(hinted)
+        except ValueError:
+            return _fault(
+                signal,
+                FaultClass.TRANSIENT,
+                f"label {CLASS_LABEL}={hinted!r} names no known class; recorded as transient",
+                rule="unknown-class-label",
+            )
+        if cls is FaultClass.DEPENDS:
+            return _fault(
+                signal,
+                FaultClass.TRANSIENT,
+                f"{signal.name} says 'depends' but carries no XID to decode; recorded as transient",
+                rule="depends-without-xid",
+            )
+        return _fault(signal, cls, f"the alert rule {signal.name} classifies it as {cls.value}", rule="label")
+    by_name = rules_.policy.alerts.get(signal.name)
+    if by_name is not None:
+        return _fault(signal, by_name, f"policy maps alert {signal.name} to {by_name.value}", rule="policy")
+    return _fault(
+        signal,
+        FaultClass(rules_.catalog.default_class),
+        f"no XID, class label or policy entry for {signal.name!r}: treated as transient (retry, re-check)",
+        rule="default",
+    )
+
+
+def _by_xid(signal: Signal, *, rules_: Rules, context: Sequence[Signal]) -> Fault:
+    xid = signal.xid
+    assert xid is not None
+    entry = rules_.catalog.entry(xid)
+    if entry is None:
+        return _fault(
+            signal,
+            FaultClass(rules_.catalog.default_class),
+            f"XID {xid} is not in the catalog: recorded as {rules_.catalog.default_class}",
+            rule="xid-unknown",
+        )
+    if entry.fault_class is not FaultClass.DEPENDS:
+        return _fault(
+            signal,
+            entry.fault_class,
+            f"XID {xid} ({entry.name}) is {entry.fault_class.value} in the XID catalog",
+            rule="xid",
+        )
+    window_start = signal.starts_at - rules_.policy.classification.context_window
+    nearby = [s for s in context if s.firing and s.starts_at >= window_start]
+    decoded = xids.decode(
+        signal,
+        entry,
+        catalog=rules_.catalog,
+        policy=rules_.policy.classification,
+        context=nearby if entry.rule != "per-link" else context,
+    )
+    return _fault(
+        signal, decoded.fault_class, decoded.reason, rule=f"xid-{entry.rule}", evidence=decoded.evidence
+    )
+
+
+def _fault(
+    signal: Signal,
+    fault_class: FaultClass,
+    reason: str,
+    *,
+    rule: str,
+    evidence: tuple[str, ...] = (),
+) -> Fault:
+    if not signal.firing:
+        reason = f"resolved: {reason}"
+    return Fault(fault_class=fault_class, signal=signal, reason=reason, rule=rule, evidence=evidence)

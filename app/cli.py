@@ -1,0 +1,138 @@
+"""The `sickbay` command: the only place that reads argv and the process environment.
+
+Subcommands parse their arguments, load settings, and call into `runtime` (serve) or the pure code
+(explain). Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from aiohttp import web
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from app import explain as explaining
+from app import runtime
+from app.config.errors import ConfigError
+from app.config.settings import load_settings
+from app.ingest import signals
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except ConfigError as exc:
+        print(f"sickbay: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sickbay", description="GPU fault remediation for Kubernetes")
+    parser.add_argument("--config", type=Path, help="YAML settings file (default: $SICKBAY_CONFIG)")
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the webhook, the inbox and the pipeline")
+    serve.add_argument("--host", help="listen address (overrides settings)")
+    serve.add_argument("--port", type=int, help="listen port (overrides settings)")
+    serve.add_argument("--db", type=Path, help="SQLite inbox/journal path (overrides settings)")
+    serve.set_defaults(run=_serve)
+
+    explain = sub.add_parser("explain", help="show what Sickbay would do with a payload, and why (no writes)")
+    explain.add_argument(
+        "payload", type=Path, help="Alertmanager webhook JSON (version 4) or agent GPU events"
+    )
+    explain.add_argument("--format", choices=("table", "json"), default="table")
+    explain.set_defaults(run=_explain)
+    return parser
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    overrides: dict[str, object] = {}
+    if args.host:
+        overrides["listen_host"] = args.host
+    if args.port is not None:
+        overrides["listen_port"] = args.port
+    settings = load_settings(args.config, **overrides)
+    if args.db:
+        settings = settings.model_copy(update={"inbox": settings.inbox.model_copy(update={"path": args.db})})
+    _setup_logging(settings.log_level)
+    app = runtime.build_app(settings)
+    web.run_app(
+        app,
+        host=settings.listen_host,
+        port=settings.listen_port,
+        print=lambda msg: logging.getLogger("sickbay").info("%s", msg),
+        access_log=None,
+    )
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    # explain serves nothing, so webhook credentials are irrelevant to it.
+    settings = load_settings(args.config, auth={"mode": "none"})
+    rules_ = runtime.load_rules(settings)
+    try:
+        raw = args.payload.read_bytes()
+    except OSError as exc:
+        print(f"sickbay: cannot read {args.payload}: {exc.strerror}", file=sys.stderr)
+        return 2
+    now = datetime.now(UTC)
+    try:
+        batch = explaining.parse_payload(
+            raw, keys=signals.NodeKeys(settings.node_label_keys), now=now, max_depth=settings.max_json_depth
+        )
+    except explaining.ExplainError as exc:
+        print(f"sickbay: {args.payload}: {exc}", file=sys.stderr)
+        return 2
+    items = explaining.explain(batch, rules_=rules_, now=now)
+    if args.format == "json":
+        print(explaining.to_json(items))
+        return 0
+    _print_table(items)
+    return 0
+
+
+def _print_table(items: list[explaining.Explained]) -> None:
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    table = Table(title="What Sickbay would do", show_lines=True, expand=True)
+    for column in ("alert", "node", "gpu", "class", "why", "plan"):
+        table.add_column(column, overflow="fold")
+    for item in items:
+        fault, plan = item.fault, item.plan
+        signal = fault.signal
+        name = signal.name + (f"\nXID {signal.xid}" if signal.xid is not None else "")
+        name += "" if signal.firing else "\n(resolved)"
+        steps = "\n".join(
+            f"[{a.track.value}] {a.kind.value}" + (f" {a.pod}" if a.pod else "") for a in plan.actions
+        )
+        # Everything here can come from alert labels: escape it so it is shown, never interpreted.
+        cells = (
+            name,
+            signal.node or "-",
+            "-" if signal.gpu is None else str(signal.gpu),
+            fault.fault_class.value,
+            fault.reason,
+            f"{plan.summary}\n{steps}",
+        )
+        table.add_row(*(escape(cell) for cell in cells))
+    console.print(table)

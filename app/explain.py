@@ -1,0 +1,85 @@
+"""`sickbay explain`: what Sickbay would do with a payload, and why — no writes, no cluster needed.
+
+Uses the same validation, classification and decision code as `serve`; the alerts of one payload are
+each other's context (an XID 45 beside an XID 79 on the same GPU is decoded as `serve` would).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pydantic
+
+from app.classify import signals as classify
+from app.decide import plans
+from app.domain import Fault, Plan, Signal
+from app.ingest import bodies, payloads, signals
+from app.store import codec
+
+
+class ExplainError(ValueError):
+    """The payload cannot be explained; the message says why, as the webhook would have."""
+
+
+@dataclass(frozen=True)
+class Explained:
+    fault: Fault
+    plan: Plan
+
+
+def parse_payload(raw: bytes, *, keys: signals.NodeKeys, now: datetime, max_depth: int = 16) -> list[Signal]:
+    try:
+        data: Any = bodies.parse_json(raw, max_depth=max_depth)
+    except bodies.Rejection as exc:
+        raise ExplainError(exc.message) from None
+    try:
+        if isinstance(data, dict) and "events" in data:
+            events = payloads.GpuEventsPayload.model_validate(data)
+            return [
+                signals.from_gpu_event(e, received_at=now, where=f"events.{i}")
+                for i, e in enumerate(events.events)
+            ]
+        alerts = payloads.AlertmanagerPayload.model_validate(data)
+        return [
+            signals.from_alert(a, keys=keys, received_at=now, where=f"alerts.{i}")
+            for i, a in enumerate(alerts.alerts)
+        ]
+    except pydantic.ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ExplainError(f"invalid payload: {where}: {first['msg']}") from None
+    except signals.SignalError as exc:
+        raise ExplainError(f"invalid payload: {exc}") from None
+
+
+def explain(batch: list[Signal], *, rules_: classify.Rules, now: datetime | None = None) -> list[Explained]:
+    moment = now or datetime.now(UTC)
+    out = []
+    for signal in batch:
+        fault = classify.classify(signal, rules_=rules_, context=[s for s in batch if s is not signal])
+        out.append(Explained(fault=fault, plan=plans.plan_for(fault, policy=rules_.policy, now=moment)))
+    return out
+
+
+def to_json(items: list[Explained]) -> str:
+    return json.dumps(
+        [
+            {
+                "alert": item.fault.signal.name,
+                "status": item.fault.signal.status.value,
+                "node": item.fault.node,
+                "gpu": item.fault.gpu,
+                "xid": item.fault.xid,
+                "class": item.fault.fault_class.value,
+                "rule": item.fault.rule,
+                "reason": item.fault.reason,
+                "evidence": list(item.fault.evidence),
+                "plan": codec.plan_to_dict(item.plan),
+            }
+            for item in items
+        ],
+        indent=2,
+    )

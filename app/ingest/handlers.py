@@ -1,0 +1,161 @@
+"""aiohttp handlers for `POST /api/v1/alerts` and `POST /api/v1/gpu-events`.
+
+The contract with senders: 2xx only after every alert of the request is committed to the inbox; any
+bad input gets a 4xx with a JSON body naming the problem and changes nothing; 503 (retry) when this
+replica cannot take writes (not the leader, inbox closing). Never a 5xx for bad input.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import pydantic
+from aiohttp import web
+
+from app.config.settings import Settings
+from app.domain import Signal
+from app.ingest import auth, bodies, payloads, signals
+from app.obs.metrics import Metrics
+from app.store import inbox
+
+log = logging.getLogger(__name__)
+
+Source = Literal["alertmanager", "agent"]
+_MAX_DETAILS = 20
+
+
+@dataclass(frozen=True)
+class Intake:
+    """Everything the intake handlers need; built once by the runtime."""
+
+    settings: Settings
+    inbox: inbox.Inbox
+    metrics: Metrics
+    # Whether this replica may accept writes (the leader); followers answer 503 so senders retry.
+    accepting: Callable[[], bool] = lambda: True
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+    @property
+    def node_keys(self) -> signals.NodeKeys:
+        return signals.NodeKeys(self.settings.node_label_keys)
+
+
+def error_response(rejection: bodies.Rejection) -> web.Response:
+    headers = {"WWW-Authenticate": 'Bearer realm="sickbay"'} if rejection.status == 401 else None
+    return web.json_response(rejection.body(), status=rejection.status, headers=headers)
+
+
+def _validation_rejection(exc: pydantic.ValidationError) -> bodies.Rejection:
+    details = [
+        {"loc": ".".join(str(p) for p in item["loc"]) or "(body)", "msg": item["msg"]}
+        for item in exc.errors(include_url=False)[:_MAX_DETAILS]
+    ]
+    first = details[0]
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return bodies.Rejection(422, "invalid_payload", f"{first['loc']}: {first['msg']}{more}", details)
+
+
+async def _admit(request: web.Request, intake: Intake) -> bytes:
+    verdict = auth.check(request.headers.get("Authorization"), intake.settings.auth)
+    if not verdict.ok:
+        raise bodies.Rejection(401, "unauthorized", verdict.problem)
+    if not intake.accepting():
+        raise bodies.Rejection(503, "not_leader", "this replica is not the leader; retry")
+    ctype = request.content_type
+    if ctype not in ("application/json", "application/octet-stream", "text/plain", ""):
+        raise bodies.Rejection(415, "unsupported_media_type", f"expected application/json, got {ctype}")
+    return await bodies.read_limited(request, limit=intake.settings.max_body_bytes)
+
+
+def _alert_records(
+    payload: payloads.AlertmanagerPayload, *, intake: Intake, received_at: datetime
+) -> list[inbox.Record]:
+    records = []
+    for index, alert in enumerate(payload.alerts):
+        where = f"alerts.{index}"
+        try:
+            signal = signals.from_alert(alert, keys=intake.node_keys, received_at=received_at, where=where)
+        except signals.SignalError as exc:
+            raise bodies.Rejection(
+                422, "invalid_alert", str(exc), [{"loc": exc.where, "msg": exc.message}]
+            ) from None
+        records.append(_record(signal, alert.model_dump_json(by_alias=True), source="alertmanager"))
+    return records
+
+
+def _event_records(payload: payloads.GpuEventsPayload, *, received_at: datetime) -> list[inbox.Record]:
+    records = []
+    for index, event in enumerate(payload.events):
+        try:
+            signal = signals.from_gpu_event(event, received_at=received_at, where=f"events.{index}")
+        except signals.SignalError as exc:
+            raise bodies.Rejection(
+                422, "invalid_event", str(exc), [{"loc": exc.where, "msg": exc.message}]
+            ) from None
+        records.append(_record(signal, event.model_dump_json(), source="agent"))
+    return records
+
+
+def _record(signal: Signal, payload: str, *, source: Source) -> inbox.Record:
+    return inbox.Record(
+        source=source,
+        fingerprint=signal.fingerprint,
+        starts_at=signal.starts_at.isoformat(),
+        status=signal.status.value,
+        node=signal.node,
+        payload=payload,
+        received_at=signal.received_at.isoformat(),
+    )
+
+
+async def _store(intake: Intake, records: Sequence[inbox.Record], *, source: Source) -> web.Response:
+    try:
+        result = await intake.inbox.append(records)
+    except inbox.InboxClosedError as exc:
+        intake.metrics.rejected.labels(source=source, reason="unavailable").inc()
+        return error_response(bodies.Rejection(503, "unavailable", f"{exc}; retry"))
+    intake.metrics.received.labels(source=source).inc(result.stored)
+    intake.metrics.duplicates.labels(source=source).inc(result.duplicates)
+    return web.json_response({"accepted": result.stored, "duplicates": result.duplicates})
+
+
+async def handle_alerts(request: web.Request, intake: Intake) -> web.Response:
+    received_at = intake.clock()
+    try:
+        raw = await _admit(request, intake)
+        data: Any = bodies.parse_json(raw, max_depth=intake.settings.max_json_depth)
+        try:
+            payload = payloads.AlertmanagerPayload.model_validate(data)
+        except pydantic.ValidationError as exc:
+            raise _validation_rejection(exc) from None
+        records = _alert_records(payload, intake=intake, received_at=received_at)
+    except bodies.Rejection as rejection:
+        intake.metrics.rejected.labels(source="alertmanager", reason=rejection.reason).inc()
+        return error_response(rejection)
+    if payload.truncated_alerts:
+        log.warning(
+            "Alertmanager truncated %d alerts from group %s; raise max_alerts on the receiver",
+            payload.truncated_alerts,
+            payload.group_key,
+        )
+    return await _store(intake, records, source="alertmanager")
+
+
+async def handle_gpu_events(request: web.Request, intake: Intake) -> web.Response:
+    received_at = intake.clock()
+    try:
+        raw = await _admit(request, intake)
+        data: Any = bodies.parse_json(raw, max_depth=intake.settings.max_json_depth)
+        try:
+            payload = payloads.GpuEventsPayload.model_validate(data)
+        except pydantic.ValidationError as exc:
+            raise _validation_rejection(exc) from None
+        records = _event_records(payload, received_at=received_at)
+    except bodies.Rejection as rejection:
+        intake.metrics.rejected.labels(source="agent", reason=rejection.reason).inc()
+        return error_response(rejection)
+    return await _store(intake, records, source="agent")

@@ -1,0 +1,74 @@
+"""Sickbay's own Prometheus metrics, on a registry passed in (never the global one), so tests get fresh ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    registry: CollectorRegistry
+    received: Counter
+    duplicates: Counter
+    rejected: Counter
+    inbox_depth: Gauge
+    request_seconds: Histogram
+    commit_requests: Histogram
+    faults: Counter
+    pipeline_errors: Counter
+    processing_seconds: Histogram
+
+
+def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
+    registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+    return Metrics(
+        registry=registry,
+        received=Counter(
+            "sickbay_alerts_received",
+            "Alerts and events accepted into the inbox",
+            ["source"],
+            registry=registry,
+        ),
+        duplicates=Counter(
+            "sickbay_alerts_duplicate",
+            "Alerts and events already in the inbox (same fingerprint, startsAt and status)",
+            ["source"],
+            registry=registry,
+        ),
+        rejected=Counter(
+            "sickbay_alerts_rejected", "Requests refused, by reason", ["source", "reason"], registry=registry
+        ),
+        inbox_depth=Gauge("sickbay_inbox_depth", "Inbox rows not yet processed", registry=registry),
+        request_seconds=Histogram(
+            "sickbay_http_request_duration_seconds",
+            "HTTP request latency",
+            ["route", "method", "code"],
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        ),
+        commit_requests=Histogram(
+            "sickbay_inbox_commit_requests",
+            "Requests carried by one inbox transaction (group commit)",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+            registry=registry,
+        ),
+        faults=Counter(
+            "sickbay_faults",
+            "Signals classified, by fault class and status",
+            ["fault_class", "status"],
+            registry=registry,
+        ),
+        pipeline_errors=Counter(
+            "sickbay_pipeline_errors", "Inbox rows the pipeline failed to process", registry=registry
+        ),
+        processing_seconds=Histogram(
+            "sickbay_pipeline_processing_seconds",
+            "Time from receipt to journaled plan",
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        ),
+    )

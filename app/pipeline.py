@@ -1,0 +1,143 @@
+"""The single consumer: inbox → signal → classify → decide → journal (and, later, act).
+
+Rows are taken in inbox order. One node's rows are processed strictly in order, different nodes in
+parallel (bounded). A row is marked done only after its fault and plan are journaled, and journaling is
+idempotent per row, so a crash anywhere in between replays the row without double-counting it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pydantic
+
+from app.classify import signals as classify
+from app.config.settings import PipelineSettings
+from app.decide import plans
+from app.domain import Fault, Plan, Signal
+from app.ingest import payloads, signals
+from app.obs.metrics import Metrics
+from app.store import inbox, journal
+
+log = logging.getLogger(__name__)
+_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class Processed:
+    fault: Fault
+    plan: Plan
+
+
+def signal_of(row: inbox.Row, *, keys: signals.NodeKeys) -> Signal:
+    """Rebuild the Signal from a stored row with the same code the intake validated it with."""
+    received_at = datetime.fromisoformat(row.received_at)
+    if row.source == "agent":
+        event = payloads.GpuEvent.model_validate_json(row.payload)
+        return signals.from_gpu_event(event, received_at=received_at)
+    alert = payloads.AlertmanagerAlert.model_validate_json(row.payload)
+    return signals.from_alert(alert, keys=keys, received_at=received_at)
+
+
+class Pipeline:
+    def __init__(
+        self,
+        *,
+        inbox_: inbox.Inbox,
+        journal_: journal.Journal,
+        rules: classify.Rules,
+        settings: PipelineSettings,
+        node_keys: signals.NodeKeys,
+        metrics: Metrics,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._inbox = inbox_
+        self._journal = journal_
+        self._rules = rules
+        self._settings = settings
+        self._keys = node_keys
+        self._metrics = metrics
+        self._clock = clock
+        self._slots = asyncio.Semaphore(settings.node_concurrency)
+        self.processed = 0
+
+    async def run(self) -> None:
+        """Consume forever; resumes from every pending row, so a restart loses nothing."""
+        while True:
+            worked = await self.drain_once()
+            if not worked:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._inbox.arrived.wait(), timeout=self._settings.poll_interval_s)
+                self._inbox.arrived.clear()
+
+    async def drain_once(self) -> int:
+        """Process every row pending now; return how many were taken."""
+        taken = 0
+        after = 0
+        while True:
+            rows = await self._inbox.pending(after_seq=after, limit=_BATCH)
+            if not rows:
+                break
+            after = rows[-1].seq
+            by_node: dict[str | None, list[inbox.Row]] = defaultdict(list)
+            for row in rows:
+                by_node[row.node].append(row)
+            await asyncio.gather(*(self._node_rows(node_rows) for node_rows in by_node.values()))
+            taken += len(rows)
+        self._metrics.inbox_depth.set(await self._inbox.depth())
+        return taken
+
+    async def _node_rows(self, rows: Sequence[inbox.Row]) -> None:
+        async with self._slots:
+            done: list[int] = []
+            for row in rows:
+                try:
+                    await self.process(row)
+                except Exception as exc:  # one bad row must not stop the node's queue or the service
+                    log.exception("failed to process inbox row %d", row.seq)
+                    self._metrics.pipeline_errors.inc()
+                    await self._inbox.mark(
+                        [row.seq], inbox.RowState.FAILED, error=f"{type(exc).__name__}: {exc}"
+                    )
+                    continue
+                done.append(row.seq)
+            await self._inbox.mark(done, inbox.RowState.DONE)
+
+    async def process(self, row: inbox.Row) -> Processed:
+        try:
+            signal = signal_of(row, keys=self._keys)
+        except (pydantic.ValidationError, signals.SignalError) as exc:
+            raise ValueError(f"stored row no longer validates: {exc}") from exc
+        context: list[Signal] = []
+        if signal.node is not None:
+            window = max(
+                self._rules.policy.classification.context_window,
+                self._rules.policy.classification.link_window,
+            )
+            context = await self._journal.recent_signals(
+                node=signal.node, gpu=signal.gpu, since=signal.starts_at - window
+            )
+        fault = classify.classify(signal, rules_=self._rules, context=context)
+        now = self._clock()
+        plan = plans.plan_for(fault, policy=self._rules.policy, now=now)
+        fresh = await self._journal.record(inbox_seq=row.seq, fault=fault, plan=plan)
+        if fresh:
+            self._metrics.faults.labels(fault_class=fault.fault_class.value, status=signal.status.value).inc()
+            self._metrics.processing_seconds.observe(max(0.0, (now - signal.received_at).total_seconds()))
+            log.info(
+                "classified %s on %s gpu=%s as %s: %s; plan: %s",
+                signal.name,
+                signal.node,
+                signal.gpu,
+                fault.fault_class.value,
+                fault.reason,
+                plan.summary,
+            )
+        self.processed += 1
+        return Processed(fault=fault, plan=plan)

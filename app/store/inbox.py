@@ -1,0 +1,250 @@
+"""The durable inbox: every accepted alert or agent event, committed before the caller hears 2xx.
+
+Alertmanager retries only on 5xx, so a 2xx followed by a lost row is a lost alert. Concurrent requests
+are group-committed: callers enqueue their rows and wait; one writer task commits everything queued in
+a single transaction (one fsync for many requests) and then wakes them all. Dedup is on
+`(source, fingerprint, starts_at, status)` — never `endsAt`, which Alertmanager moves on every resend.
+Rows carry a processing state, so whatever was not processed before a crash is resumed on restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import aiosqlite
+
+log = logging.getLogger(__name__)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS inbox (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    source       TEXT NOT NULL,
+    fingerprint  TEXT NOT NULL,
+    starts_at    TEXT NOT NULL,
+    status       TEXT NOT NULL,
+    node         TEXT,
+    payload      TEXT NOT NULL,
+    received_at  TEXT NOT NULL,
+    state        TEXT NOT NULL DEFAULT 'pending',
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    error        TEXT,
+    UNIQUE (source, fingerprint, starts_at, status)
+);
+CREATE INDEX IF NOT EXISTS inbox_pending ON inbox (state, seq);
+"""
+
+
+class RowState(StrEnum):
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One alert or event to store; `payload` is its validated JSON, re-parsed by the pipeline."""
+
+    source: str
+    fingerprint: str
+    starts_at: str
+    status: str
+    node: str | None
+    payload: str
+    received_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    seq: int
+    source: str
+    fingerprint: str
+    status: str
+    node: str | None
+    payload: str
+    received_at: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    stored: int
+    duplicates: int
+
+
+class InboxClosedError(RuntimeError):
+    """The inbox is shutting down or its writer died; the caller must answer 503 so the sender retries."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    records: Sequence[Record]
+    done: asyncio.Future[Appended]
+
+
+async def connect(path: Path) -> aiosqlite.Connection:
+    """Open the shared SQLite file in WAL mode with full fsync on commit."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = await aiosqlite.connect(path, isolation_level=None)
+    await db.execute("PRAGMA journal_mode=WAL")
+    # FULL: the WAL is fsynced at every commit, so an acknowledged alert survives power loss, not only
+    # a process crash. Group commit is what keeps this affordable.
+    await db.execute("PRAGMA synchronous=FULL")
+    await db.execute("PRAGMA busy_timeout=10000")
+    return db
+
+
+class Inbox:
+    """The inbox table plus the single writer task that group-commits appends."""
+
+    def __init__(
+        self,
+        db: aiosqlite.Connection,
+        *,
+        max_batch_rows: int = 5000,
+        on_commit: Callable[[int], None] | None = None,
+    ) -> None:
+        self._db = db
+        self._on_commit = on_commit
+        self._max_batch_rows = max_batch_rows
+        self._queue: list[_Pending] = []
+        self._wakeup = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._writer: asyncio.Task[None] | None = None
+        self._closed = False
+        self.arrived = asyncio.Event()  # set after each commit that stored new rows; the consumer waits on it
+        self.commits = 0  # transactions committed by the writer, to show that group commit happens
+
+    @classmethod
+    async def open(
+        cls, path: Path, *, max_batch_rows: int = 5000, on_commit: Callable[[int], None] | None = None
+    ) -> Inbox:
+        """Open (creating if needed) the inbox; `on_commit` hears how many requests each commit carried."""
+        db = await connect(path)
+        await db.executescript(SCHEMA)
+        inbox = cls(db, max_batch_rows=max_batch_rows, on_commit=on_commit)
+        inbox._writer = asyncio.create_task(inbox._write_loop(), name="inbox-writer")
+        return inbox
+
+    async def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+        for pending in self._queue:
+            if not pending.done.done():
+                pending.done.set_exception(InboxClosedError("inbox closed before commit"))
+        self._queue.clear()
+        await self._db.close()
+
+    async def append(self, records: Sequence[Record]) -> Appended:
+        """Return only once every record is committed (or known to be a duplicate)."""
+        if self._closed or self._writer is None or self._writer.done():
+            raise InboxClosedError("inbox is not accepting writes")
+        if not records:
+            return Appended(stored=0, duplicates=0)
+        done: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(records, done))
+        self._wakeup.set()
+        return await done
+
+    async def _write_loop(self) -> None:
+        while not self._closed:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._queue:
+                batch = self._take_batch()
+                try:
+                    results = await self._commit(batch)
+                except Exception as exc:  # disk full, I/O error: fail these callers (503), keep serving
+                    log.exception("inbox commit failed for %d requests", len(batch))
+                    for pending in batch:
+                        if not pending.done.done():
+                            pending.done.set_exception(InboxClosedError(f"inbox commit failed: {exc}"))
+                    continue
+                for pending, result in zip(batch, results, strict=True):
+                    if not pending.done.done():
+                        pending.done.set_result(result)
+                if any(r.stored for r in results):
+                    self.arrived.set()
+
+    def _take_batch(self) -> list[_Pending]:
+        batch: list[_Pending] = []
+        rows = 0
+        while self._queue and (not batch or rows + len(self._queue[0].records) <= self._max_batch_rows):
+            pending = self._queue.pop(0)
+            batch.append(pending)
+            rows += len(pending.records)
+        return batch
+
+    async def _commit(self, batch: Sequence[_Pending]) -> list[Appended]:
+        results: list[Appended] = []
+        async with self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for pending in batch:
+                    before = self._db.total_changes
+                    await self._db.executemany(
+                        "INSERT OR IGNORE INTO inbox "
+                        "(source, fingerprint, starts_at, status, node, payload, received_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [
+                            (r.source, r.fingerprint, r.starts_at, r.status, r.node, r.payload, r.received_at)
+                            for r in pending.records
+                        ],
+                    )
+                    stored = self._db.total_changes - before
+                    results.append(Appended(stored=stored, duplicates=len(pending.records) - stored))
+                await self._db.commit()
+            except BaseException:
+                await self._db.rollback()
+                raise
+        self.commits += 1
+        if self._on_commit is not None:
+            self._on_commit(len(batch))
+        return results
+
+    async def pending(self, *, after_seq: int, limit: int) -> list[Row]:
+        async with (
+            self._lock,
+            self._db.execute(
+                "SELECT seq, source, fingerprint, status, node, payload, received_at, attempts FROM inbox "
+                "WHERE state = 'pending' AND seq > ? ORDER BY seq LIMIT ?",
+                (after_seq, limit),
+            ) as cursor,
+        ):
+            return [Row(*row) for row in await cursor.fetchall()]
+
+    async def mark(self, seqs: Sequence[int], state: RowState, *, error: str | None = None) -> None:
+        if not seqs:
+            return
+        async with self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                await self._db.executemany(
+                    "UPDATE inbox SET state = ?, error = ?, attempts = attempts + 1 WHERE seq = ?",
+                    [(state.value, error, seq) for seq in seqs],
+                )
+                await self._db.commit()
+            except BaseException:
+                await self._db.rollback()
+                raise
+
+    async def depth(self) -> int:
+        async with (
+            self._lock,
+            self._db.execute("SELECT count(*) FROM inbox WHERE state = 'pending'") as cursor,
+        ):
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    async def counts(self) -> dict[str, int]:
+        async with self._lock, self._db.execute("SELECT state, count(*) FROM inbox GROUP BY state") as cursor:
+            return {state: int(n) for state, n in await cursor.fetchall()}
