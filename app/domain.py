@@ -146,6 +146,15 @@ class RemediationState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class NodeState:
     """What decide needs to know about a node, read from its Node object."""
 
@@ -155,8 +164,18 @@ class NodeState:
     taints: tuple[Taint, ...] = ()
     labels: Pairs = ()
     annotations: Pairs = ()
+    conditions: tuple[Condition, ...] = ()
     gpu_capacity: int = 0
     gpu_allocatable: int = 0
+
+    def label(self, key: str) -> str | None:
+        return lookup(self.labels, key)
+
+    def annotation(self, key: str) -> str | None:
+        return lookup(self.annotations, key)
+
+    def condition(self, kind: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
 
     @property
     def state(self) -> RemediationState | None:
@@ -173,6 +192,73 @@ class NodeState:
     @property
     def owned_by_sickbay(self) -> bool:
         return lookup(self.annotations, "sickbay.io/owned-by") is not None
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    uid: str = ""
+    controller: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PodState:
+    """What decide needs to know about a pod: where it runs, who owns it, what group it belongs to."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    node: str | None = None
+    phase: str = "Running"
+    labels: Pairs = ()
+    annotations: Pairs = ()
+    owners: tuple[OwnerRef, ...] = ()
+    gpu_request: int = 0
+    resource_version: str = ""
+
+    @property
+    def ref(self) -> PodRef:
+        return PodRef(namespace=self.namespace, name=self.name)
+
+    def label(self, key: str) -> str | None:
+        return lookup(self.labels, key)
+
+    @property
+    def controller(self) -> OwnerRef | None:
+        return next((o for o in self.owners if o.controller), self.owners[0] if self.owners else None)
+
+    @property
+    def is_daemonset(self) -> bool:
+        return any(o.kind == "DaemonSet" for o in self.owners)
+
+    @property
+    def is_mirror(self) -> bool:
+        return lookup(self.annotations, "kubernetes.io/config.mirror") is not None
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class NodePatch:
+    """The desired change to one Node, applied in one write guarded by the read `resourceVersion`.
+
+    `None` leaves a field alone; an empty string value in `labels`/`annotations` removes the key;
+    `taints`, when given, is the whole new list (taints have no merge key, so Kubernetes replaces it).
+    """
+
+    node: str
+    resource_version: str
+    labels: Pairs = ()
+    annotations: Pairs = ()
+    taints: tuple[Taint, ...] | None = None
+    unschedulable: bool | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.labels and not self.annotations and self.taints is None and self.unschedulable is None
 
 
 class RiskLevel(StrEnum):

@@ -89,12 +89,92 @@ class EscalationPolicy(_Frozen):
     escalate_to: Literal["reset-gpu", "reboot-node", "replace"] = "reset-gpu"
 
 
+HardwareClass = Literal["reset-gpu", "reboot-node", "replace"]
+GroupPolicy = Literal["requeue", "restart-gang", "leave-to-controller"]
+
+
+class WorkloadPolicy(_Frozen):
+    gang_labels: dict[str, str] = Field(
+        default_factory=lambda: {
+            "jobset.sigs.k8s.io/jobset-name": "jobset",
+            "training.kubeflow.org/job-name": "kubeflow",
+            "leaderworkerset.sigs.k8s.io/name": "leaderworkerset",
+            "batch.kubernetes.io/job-name": "job",
+        }
+    )
+    group_policy: dict[str, GroupPolicy] = Field(default_factory=dict)
+    default_policy: GroupPolicy = "requeue"
+
+    def policy_for(self, group_kind: str) -> GroupPolicy:
+        return self.group_policy.get(group_kind, self.default_policy)
+
+
+class DrainPolicy(_Frozen):
+    gpu_pods_only: bool = True
+    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu",)
+    excluded_namespaces: tuple[str, ...] = ("kube-system",)
+    deadline: Duration = timedelta(minutes=10)
+    on_deadline: Literal["leave", "delete"] = "leave"
+
+
+class BudgetPolicy(_Frozen):
+    pool_label: str = "sickbay.io/pool"
+    max_fraction: float = Field(default=0.10, gt=0, le=1)
+    max_nodes: int = Field(default=20, ge=1)
+    per_pool_max_fraction: float = Field(default=0.25, gt=0, le=1)
+    per_pool_max_nodes: int = Field(default=10, ge=1)
+    proactive_max_fraction: float = Field(default=0.05, ge=0, le=1)
+    quarantines_per_minute: int = Field(default=30, ge=1)
+    calm_period: Duration = timedelta(minutes=15)
+    hysteresis_nodes: int = Field(default=2, ge=0)
+    attempts_per_week: int = Field(default=3, ge=1)
+
+
+class Remediator(_Frozen):
+    kind: Literal["none", "annotate", "custom-resource", "webhook"] = "annotate"
+    timeout: Duration = timedelta(hours=1)
+    # custom-resource: a YAML template with {node}, {action}, {fault} placeholders.
+    template: str | None = None
+    # webhook: where to POST the request.
+    url: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> Remediator:
+        if self.kind == "custom-resource" and not self.template:
+            raise ValueError("a 'custom-resource' remediator needs a 'template'")
+        if self.kind == "webhook" and not self.url:
+            raise ValueError("a 'webhook' remediator needs a 'url'")
+        return self
+
+
+def _default_remediation() -> dict[HardwareClass, Remediator]:
+    return {
+        "reset-gpu": Remediator(kind="annotate", timeout=timedelta(hours=1)),
+        "reboot-node": Remediator(kind="annotate", timeout=timedelta(hours=2)),
+        "replace": Remediator(kind="none"),
+    }
+
+
+class ReleasePolicy(_Frozen):
+    healthy_delay: Duration = timedelta(minutes=10)
+    allocatable_grace: Duration = timedelta(minutes=5)
+
+
 class Policy(_Frozen):
     version: Literal[1]
     alerts: dict[str, domain.FaultClass] = Field(default_factory=dict)
     classification: ClassificationPolicy = ClassificationPolicy()
     retry: RetryPolicy = RetryPolicy()
     escalation: EscalationPolicy = EscalationPolicy()
+    workloads: WorkloadPolicy = WorkloadPolicy()
+    drain: DrainPolicy = DrainPolicy()
+    budgets: BudgetPolicy = BudgetPolicy()
+    remediation: dict[HardwareClass, Remediator] = Field(default_factory=_default_remediation)
+    release: ReleasePolicy = ReleasePolicy()
+
+    def remediator(self, fault_class: domain.FaultClass) -> Remediator:
+        found: Remediator | None = self.remediation.get(fault_class.value)  # type: ignore[call-overload]
+        return found if found is not None else Remediator(kind="none")
 
 
 def load_catalog(path: Path) -> XidCatalog:

@@ -1,26 +1,32 @@
-"""Fault → Plan: the default plan of each fault class, on the workload and hardware tracks.
+"""Fault + situation → Plan, on two independent tracks.
 
-Pure: takes the fault, the policy and `now`, returns a Plan value. Node state, gates and backoff history
-are applied by the remediation layer that carries plans out; this module says what *should* happen.
+Hardware track: quarantine the node (one patch), drain its GPU pods, hand it to a remediator; release is
+the reconciler's business, never a reaction to a resolved alert. Workload track: requeue the affected pods,
+restart whole gangs where policy says so, or restart one pod with backoff for transient faults — escalating
+to the hardware track when the fault follows the GPU. Pure: the caller gathers the situation and `now`.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from app.config import rules
-from app.domain import Action, ActionKind, Fault, FaultClass, Plan, Track
+from app.decide import footprint, groups, retries
+from app.decide.situation import Situation
+from app.domain import Action, ActionKind, Fault, FaultClass, Plan, PodState, Track
 
 REMEDIATION = {
     FaultClass.RESET_GPU: "reset-gpu",
     FaultClass.REBOOT_NODE: "reboot-node",
     FaultClass.REPLACE: "replace",
 }
-UNHEALTHY_TAINT = "sickbay.io/unhealthy"
 
 
-def plan_for(fault: Fault, *, policy: rules.Policy, now: datetime) -> Plan:
-    cls = fault.fault_class
+def plan_for(
+    fault: Fault, *, policy: rules.Policy, now: datetime, situation: Situation | None = None
+) -> Plan:
+    situation = situation or Situation.unknown()
     node = fault.node
     if not fault.signal.firing:
         return _record(
@@ -28,13 +34,15 @@ def plan_for(fault: Fault, *, policy: rules.Policy, now: datetime) -> Plan:
         )
     if node is None:
         return _record(fault, now, "the signal names no node, so there is nothing to act on: recorded")
-    match cls:
-        case FaultClass.IGNORE:
+    if situation.node is not None and not situation.node.managed:
+        return _record(fault, now, f"{node} is opted out ({footprint.MANAGED}=false): recorded only")
+    match fault.fault_class:
+        case FaultClass.IGNORE | FaultClass.DEPENDS:
             return _record(fault, now, "informational: recorded as a feature for the model")
         case FaultClass.RESTART_WORKLOAD | FaultClass.TRANSIENT:
-            return _retry(fault, policy=policy, now=now)
+            return _transient(fault, policy=policy, now=now, situation=situation)
         case FaultClass.RESET_GPU | FaultClass.REBOOT_NODE | FaultClass.REPLACE:
-            return _hardware(fault, now=now)
+            return _hardware(fault, policy=policy, now=now, situation=situation)
         case FaultClass.DRIVER_MISMATCH:
             return Plan(
                 fault=fault,
@@ -42,11 +50,11 @@ def plan_for(fault: Fault, *, policy: rules.Policy, now: datetime) -> Plan:
                 summary=f"taint {node} NoSchedule until its driver matches its pool; no drain",
                 actions=(
                     Action(
-                        kind=ActionKind.TAINT_NO_SCHEDULE,
+                        kind=ActionKind.QUARANTINE,
                         track=Track.HARDWARE,
                         node=node,
                         reason=fault.reason,
-                        params=((UNHEALTHY_TAINT, cls.value),),
+                        params=(("cordon", "false"), ("class", fault.fault_class.value)),
                     ),
                 ),
             )
@@ -61,8 +69,6 @@ def plan_for(fault: Fault, *, policy: rules.Policy, now: datetime) -> Plan:
                     ),
                 ),
             )
-        case FaultClass.DEPENDS:
-            return _record(fault, now, "an undecoded 'depends' fault: recorded, no action")
 
 
 def _record(fault: Fault, now: datetime, summary: str) -> Plan:
@@ -74,74 +80,146 @@ def _record(fault: Fault, now: datetime, summary: str) -> Plan:
     )
 
 
-def _retry(fault: Fault, *, policy: rules.Policy, now: datetime) -> Plan:
-    pod = fault.signal.pod
-    if pod is None:
+def _transient(fault: Fault, *, policy: rules.Policy, now: datetime, situation: Situation) -> Plan:
+    signal = fault.signal
+    ref = signal.pod
+    pod = situation.pod(ref.namespace, ref.name) if ref else None
+    workload = groups.workload_key(pod, ref, policy.workloads)
+    if fault.fault_class is FaultClass.RESTART_WORKLOAD:
+        verdict = retries.follows_the_gpu(
+            situation.history,
+            gpu=signal.gpu,
+            workload=workload,
+            fingerprint=signal.fingerprint,
+            now=now,
+            policy=policy.escalation,
+        )
+        if verdict.escalate:
+            escalated = replace(
+                fault,
+                fault_class=FaultClass(policy.escalation.escalate_to),
+                reason=f"{verdict.reason}; escalated from {fault.fault_class.value} ({fault.reason})",
+                rule="escalation",
+            )
+            return _hardware(escalated, policy=policy, now=now, situation=situation)
+    if ref is None:
         return _record(
             fault,
             now,
             f"{fault.fault_class.value} without a pod on the signal: recorded, re-checked on repeat",
         )
-    initial = policy.retry.initial
+    attempt, previous = retries.restart_attempt(
+        situation.history,
+        workload=workload,
+        fingerprint=signal.fingerprint,
+        now=now,
+        window=policy.escalation.window,
+    )
+    delay = retries.backoff(attempt, policy.retry)
+    not_before = max(now, previous + delay) if previous is not None else now
+    when = "now" if not_before <= now else f"at {not_before.isoformat()} (backoff {delay.total_seconds():g}s)"
     return Plan(
         fault=fault,
         decided_at=now,
-        summary=f"restart {pod} (attempt 1, backoff from {initial.total_seconds():g}s); the node stays in the pool",
+        summary=f"restart {ref} {when}, attempt {attempt}; the node stays in the pool",
         actions=(
             Action(
                 kind=ActionKind.RESTART_POD,
                 track=Track.WORKLOAD,
                 node=fault.node,
-                pod=pod,
+                pod=ref,
                 reason=fault.reason,
-                not_before=now,
+                params=(("attempt", str(attempt)), ("workload", workload or "")),
+                not_before=not_before,
             ),
         ),
     )
 
 
-def _hardware(fault: Fault, *, now: datetime) -> Plan:
+def drainable(pod: PodState, policy: rules.DrainPolicy) -> bool:
+    """GPU pods that an eviction should move: never DaemonSet or mirror pods, nor finished ones."""
+    if pod.is_daemonset or pod.is_mirror or pod.terminal:
+        return False
+    if pod.namespace in policy.excluded_namespaces:
+        return False
+    return pod.gpu_request > 0 or not policy.gpu_pods_only
+
+
+def _hardware(fault: Fault, *, policy: rules.Policy, now: datetime, situation: Situation) -> Plan:
     node = fault.node
+    assert node is not None
     cls = fault.fault_class
     remediation = REMEDIATION[cls]
+    if situation.node is not None and not footprint.needs_quarantine(situation.node, cls):
+        current = footprint.quarantined_class(situation.node)
+        return _record(fault, now, f"{node} is already quarantined for {current.value if current else '?'}")
     actions = [
         Action(
             kind=ActionKind.QUARANTINE,
             track=Track.HARDWARE,
             node=node,
             reason=fault.reason,
-            params=((UNHEALTHY_TAINT, cls.value),),
-        ),
-        Action(
-            kind=ActionKind.DRAIN, track=Track.HARDWARE, node=node, reason="move GPU pods off the sick node"
-        ),
+            params=(("class", cls.value), ("cordon", "true")),
+        )
+    ]
+    actions += _workload_track(fault, policy=policy, situation=situation)
+    actions.append(
         Action(
             kind=ActionKind.REQUEST_REMEDIATION,
             track=Track.HARDWARE,
             node=node,
-            reason=f"hand the node to the {remediation} remediator",
-            params=(("remediation", remediation),),
-        ),
-    ]
-    if cls is not FaultClass.REPLACE:
-        actions.append(
-            Action(kind=ActionKind.VERIFY, track=Track.HARDWARE, node=node, reason="verify before release")
+            reason=f"hand the node to the {remediation} remediator ({policy.remediator(cls).kind})",
+            params=(("remediation", remediation), ("remediator", policy.remediator(cls).kind)),
         )
-    if fault.signal.pod is not None:
-        actions.insert(
-            0,
-            Action(
-                kind=ActionKind.EVICT_POD,
-                track=Track.WORKLOAD,
-                node=node,
-                pod=fault.signal.pod,
-                reason="requeue the workload that was on the faulty GPU",
-            ),
-        )
+    )
     release = "never auto-released" if cls is FaultClass.REPLACE else "released after verification"
+    evictions = sum(1 for a in actions if a.kind is ActionKind.EVICT_POD)
+    gang = sum(1 for a in actions if a.kind is ActionKind.RESTART_GANG)
+    drain = f"evict {evictions} GPU pod(s)" if situation.node is not None else "drain GPU pods"
+    gang_text = f", restart {gang} gang pod(s) elsewhere" if gang else ""
     return Plan(
         fault=fault,
         decided_at=now,
-        summary=f"quarantine {node}, drain GPU pods, request {remediation}; {release}",
+        summary=f"quarantine {node}, {drain}{gang_text}, request {remediation}; {release}",
         actions=tuple(actions),
     )
+
+
+def _workload_track(fault: Fault, *, policy: rules.Policy, situation: Situation) -> list[Action]:
+    node = fault.node
+    if situation.node is None:
+        return [
+            Action(
+                kind=ActionKind.DRAIN, track=Track.WORKLOAD, node=node, reason="move GPU pods off the node"
+            )
+        ]
+    actions: list[Action] = []
+    restarted: set[str] = set()
+    for pod in situation.pods_on_node:
+        if not drainable(pod, policy.drain):
+            continue
+        group = groups.group_of(pod, policy.workloads)
+        mode = policy.workloads.policy_for(group.kind) if group else policy.workloads.default_policy
+        if mode == "leave-to-controller":
+            continue
+        why = f"requeue {pod.namespace}/{pod.name} off the faulty node" + (f" ({group.key})" if group else "")
+        actions.append(
+            Action(kind=ActionKind.EVICT_POD, track=Track.WORKLOAD, node=node, pod=pod.ref, reason=why)
+        )
+        if mode == "restart-gang" and group is not None and group.key not in restarted:
+            restarted.add(group.key)
+            for member in groups.members(group, situation.group_pods, policy.workloads):
+                if member.node == node or member.terminal:
+                    continue
+                actions.append(
+                    Action(
+                        kind=ActionKind.RESTART_GANG,
+                        track=Track.WORKLOAD,
+                        node=member.node,
+                        pod=member.ref,
+                        reason=f"restart the gang {group.key}: a member lost its node, so the survivors "
+                        "would hang on a collective until a timeout",
+                        params=(("group", group.key),),
+                    )
+                )
+    return actions

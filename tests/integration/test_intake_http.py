@@ -27,9 +27,7 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
 
 
 @pytest.fixture
-async def client(
-    tmp_path: Path, aiohttp_client: Callable[[web.Application], Any]
-) -> TestClient[Any, Any]:
+async def client(tmp_path: Path, aiohttp_client: Callable[[web.Application], Any]) -> TestClient[Any, Any]:
     return await aiohttp_client(build_app(make_settings(tmp_path)))
 
 

@@ -1,0 +1,150 @@
+"""Sickbay's footprint on a Node: the taints, labels, annotations and cordon it adds, and how to undo them.
+
+This is the contract with operators: every mark is visible in `kubectl`, attributable to Sickbay, and
+removed exactly on release. What Sickbay itself added is written down on the node (`sickbay.io/added`),
+so release never removes what an operator set (their own cordon, their own taints).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from app.domain import Condition, Fault, FaultClass, NodePatch, NodeState, RemediationState, Taint
+
+PREFIX = "sickbay.io/"
+UNHEALTHY = "sickbay.io/unhealthy"
+AT_RISK = "sickbay.io/at-risk"
+STATE = "sickbay.io/state"
+REASON = "sickbay.io/reason"
+SINCE = "sickbay.io/since"
+FAULT = "sickbay.io/fault"
+OWNED_BY = "sickbay.io/owned-by"
+ADDED = "sickbay.io/added"
+REMEDIATION_REQUESTED = "sickbay.io/remediation-requested"
+REMEDIATION_DONE = "sickbay.io/remediation-done"
+MANAGED = "sickbay.io/managed"
+CONDITION = "GpuHealthy"
+OUR_ANNOTATIONS = (REASON, SINCE, FAULT, OWNED_BY, ADDED, REMEDIATION_REQUESTED, REMEDIATION_DONE)
+_SEVERITY = {
+    FaultClass.DRIVER_MISMATCH: 1,
+    FaultClass.RESET_GPU: 2,
+    FaultClass.REBOOT_NODE: 3,
+    FaultClass.REPLACE: 4,
+}
+
+
+def quarantined_class(node: NodeState) -> FaultClass | None:
+    for taint in node.taints:
+        if taint.key == UNHEALTHY:
+            try:
+                return FaultClass(taint.value)
+            except ValueError:
+                return None
+    return None
+
+
+def needs_quarantine(node: NodeState, fault_class: FaultClass) -> bool:
+    """False when the node already carries our quarantine for this class or a graver one."""
+    current = quarantined_class(node)
+    if current is None:
+        return True
+    return _SEVERITY.get(fault_class, 0) > _SEVERITY.get(current, 0)
+
+
+def quarantine_patch(
+    node: NodeState,
+    fault: Fault,
+    *,
+    now: datetime,
+    identity: str,
+    cordon: bool = True,
+    effect: str = "NoSchedule",
+) -> NodePatch:
+    """Taint, cordon, label and annotate in one desired-state patch, recording what we ourselves added."""
+    cls = fault.fault_class
+    taints = (*(t for t in node.taints if t.key != UNHEALTHY), Taint(UNHEALTHY, cls.value, effect))
+    added = set(_added(node))
+    added.add("taint")
+    will_cordon = cordon and not node.unschedulable
+    if will_cordon:
+        added.add("cordon")
+    since = node.annotation(SINCE) if node.annotation(OWNED_BY) else None
+    return NodePatch(
+        node=node.name,
+        resource_version=node.resource_version,
+        labels=((STATE, RemediationState.QUARANTINED.value),),
+        annotations=(
+            (ADDED, ",".join(sorted(added))),
+            (FAULT, fault.annotation()),
+            (OWNED_BY, identity),
+            (REASON, _one_line(fault.reason)),
+            (SINCE, since or now.isoformat()),
+        ),
+        taints=taints,
+        unschedulable=True if will_cordon else None,
+    )
+
+
+def state_patch(node: NodeState, state: RemediationState, **annotations: str) -> NodePatch:
+    pairs = tuple(sorted((PREFIX + k.replace("_", "-"), v) for k, v in annotations.items()))
+    return NodePatch(
+        node=node.name,
+        resource_version=node.resource_version,
+        labels=((STATE, state.value),),
+        annotations=pairs,
+    )
+
+
+def release_patch(node: NodeState) -> NodePatch:
+    """Remove exactly what Sickbay added; an operator's own cordon and taints stay."""
+    added = _added(node)
+    taints = tuple(t for t in node.taints if t.key not in (UNHEALTHY, AT_RISK))
+    return NodePatch(
+        node=node.name,
+        resource_version=node.resource_version,
+        labels=((STATE, ""),),
+        annotations=tuple((key, "") for key in OUR_ANNOTATIONS if node.annotation(key) is not None),
+        taints=taints if taints != node.taints else None,
+        unschedulable=False if "cordon" in added and node.unschedulable else None,
+    )
+
+
+def unhealthy_condition(fault: Fault, *, now: datetime) -> Condition:
+    return Condition(
+        type=CONDITION,
+        status="False",
+        reason=_camel(fault.fault_class.value),
+        message=_one_line(fault.reason)[:1000],
+        last_transition=now,
+    )
+
+
+def healthy_condition(*, now: datetime, message: str) -> Condition:
+    return Condition(
+        type=CONDITION, status="True", reason="GpusHealthy", message=message, last_transition=now
+    )
+
+
+def fault_of(node: NodeState) -> dict[str, object]:
+    raw = node.annotation(FAULT)
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _added(node: NodeState) -> tuple[str, ...]:
+    raw = node.annotation(ADDED) or ""
+    return tuple(part for part in raw.split(",") if part)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _camel(value: str) -> str:
+    return "".join(part.capitalize() for part in value.split("-"))

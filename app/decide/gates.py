@@ -1,0 +1,119 @@
+"""Safety gates as pure values: the blast-radius budget, the breaker, and the quarantine rate limit.
+
+A storm (a bad driver rollout, a power event) must not take a whole pool out of service. Past the budget
+the breaker opens: no new quarantines, signals still recorded. The breaker's state is a value here;
+`act` persists it and emits the Event and metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from app.config import rules
+from app.domain import NodeState
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """Counts the budget is measured against, from a fresh node list."""
+
+    total: int
+    quarantined: int
+    by_pool: dict[str, tuple[int, int]] = field(default_factory=dict)  # pool → (nodes, quarantined)
+
+    @classmethod
+    def of(cls, nodes: Iterable[NodeState], *, pool_label: str, is_quarantined: set[str]) -> Fleet:
+        by_pool: dict[str, list[int]] = {}
+        total = quarantined = 0
+        for node in nodes:
+            pool = node.label(pool_label) or ""
+            counts = by_pool.setdefault(pool, [0, 0])
+            counts[0] += 1
+            total += 1
+            if node.name in is_quarantined:
+                counts[1] += 1
+                quarantined += 1
+        return cls(
+            total=total, quarantined=quarantined, by_pool={k: (v[0], v[1]) for k, v in by_pool.items()}
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    open: bool = False
+    opened_at: datetime | None = None
+    reason: str = ""
+    last_refusal: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    allowed: bool
+    reason: str
+    breaker: Breaker
+
+
+def limit(total: int, *, fraction: float, cap: int) -> int:
+    """At most `fraction` of `total` and at most `cap`, but never zero for a non-empty fleet."""
+    return max(1, min(cap, math.floor(total * fraction))) if total else 0
+
+
+def admit(
+    fleet: Fleet,
+    *,
+    pool: str,
+    breaker: Breaker,
+    policy: rules.BudgetPolicy,
+    now: datetime,
+    recent_quarantines: Sequence[datetime] = (),
+) -> Verdict:
+    """May one more node of `pool` be quarantined now? Opens the breaker when a budget would be exceeded."""
+    breaker = maybe_close(breaker, fleet, policy=policy, now=now)
+    if breaker.open:
+        refused = replace(breaker, last_refusal=now)
+        return Verdict(False, f"breaker open since {_iso(breaker.opened_at)}: {breaker.reason}", refused)
+    cluster_limit = limit(fleet.total, fraction=policy.max_fraction, cap=policy.max_nodes)
+    if fleet.quarantined + 1 > cluster_limit:
+        why = (
+            f"quarantining one more node would exceed the cluster budget "
+            f"({fleet.quarantined}/{fleet.total} quarantined, limit {cluster_limit})"
+        )
+        return Verdict(False, why, Breaker(open=True, opened_at=now, reason=why, last_refusal=now))
+    nodes, quarantined = fleet.by_pool.get(pool, (0, 0))
+    pool_limit = limit(nodes, fraction=policy.per_pool_max_fraction, cap=policy.per_pool_max_nodes)
+    if quarantined + 1 > pool_limit:
+        why = (
+            f"quarantining one more node would exceed pool {pool or '(none)'}'s budget "
+            f"({quarantined}/{nodes} quarantined, limit {pool_limit})"
+        )
+        return Verdict(False, why, Breaker(open=True, opened_at=now, reason=why, last_refusal=now))
+    window = [t for t in recent_quarantines if now - t < timedelta(minutes=1)]
+    if len(window) >= policy.quarantines_per_minute:
+        # A rate limit defers, it does not trip the breaker: the next minute may proceed.
+        return Verdict(False, f"rate limit: {len(window)} quarantines in the last minute", breaker)
+    return Verdict(True, "within budget", breaker)
+
+
+def maybe_close(breaker: Breaker, fleet: Fleet, *, policy: rules.BudgetPolicy, now: datetime) -> Breaker:
+    """Close after a calm period once usage fell below the limit by the hysteresis margin."""
+    if not breaker.open:
+        return breaker
+    quiet_since = breaker.last_refusal or breaker.opened_at or now
+    cluster_limit = limit(fleet.total, fraction=policy.max_fraction, cap=policy.max_nodes)
+    calm = now - quiet_since >= policy.calm_period
+    below = fleet.quarantined <= max(0, cluster_limit - policy.hysteresis_nodes)
+    return Breaker() if calm and below else breaker
+
+
+def attempts_exceeded(
+    past_attempts: Sequence[datetime], *, policy: rules.BudgetPolicy, now: datetime
+) -> bool:
+    week = [t for t in past_attempts if now - t < timedelta(days=7)]
+    return len(week) >= policy.attempts_per_week
+
+
+def _iso(moment: datetime | None) -> str:
+    return moment.isoformat() if moment else "?"

@@ -1,0 +1,47 @@
+"""What decide knows about the world when it plans: the node, its pods, the groups, recent history.
+
+Gathered by the caller (the pipeline reads the cluster and the journal); `Situation.unknown()` is what
+`explain` uses without a cluster, and decide then plans from the fault alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from app.domain import FaultClass, NodeState, PodState
+
+
+@dataclass(frozen=True, slots=True)
+class PastFault:
+    """One journaled fault on the same node, for escalation and backoff."""
+
+    at: datetime
+    fault_class: FaultClass
+    gpu: int | None
+    xid: int | None
+    workload: str | None
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Situation:
+    node: NodeState | None
+    pods_on_node: tuple[PodState, ...] = ()
+    # Pods of the groups that the node's (or the signal's) pods belong to, on any node.
+    group_pods: tuple[PodState, ...] = ()
+    history: tuple[PastFault, ...] = ()
+
+    @classmethod
+    def unknown(cls, history: tuple[PastFault, ...] = ()) -> Situation:
+        return cls(node=None, history=history)
+
+    def pod(self, namespace: str, name: str) -> PodState | None:
+        return next(
+            (
+                p
+                for p in (*self.pods_on_node, *self.group_pods)
+                if p.namespace == namespace and p.name == name
+            ),
+            None,
+        )

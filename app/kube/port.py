@@ -1,0 +1,79 @@
+"""The Kubernetes port: the few calls Sickbay makes, typed in domain values.
+
+`act` depends on this Protocol, never on the `kubernetes` package; the real implementation is
+`app.kube.client.KubeClient`, and tests may pass any object with these methods. Every call listed here
+must be granted by the ClusterRole in `deploy/`, and a test compares the two (see `CALLS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from app.domain import Condition, NodePatch, NodeState, PodState
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """A Kubernetes Event about a node or a pod, with a stable reason (e.g. `SickbayQuarantined`)."""
+
+    kind: str  # "Node" or "Pod" or the owner's kind
+    name: str
+    namespace: str  # where the Event is written; "default" for cluster-scoped objects
+    reason: str
+    message: str
+    type: str = "Normal"  # or "Warning"
+    uid: str = ""
+    api_version: str = "v1"
+
+
+class KubePort(Protocol):
+    async def get_node(self, name: str) -> NodeState: ...
+
+    async def list_nodes(self, *, label_selector: str | None = None) -> list[NodeState]: ...
+
+    async def list_pods(
+        self,
+        *,
+        node: str | None = None,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[PodState]: ...
+
+    async def patch_node(self, patch: NodePatch) -> NodeState:
+        """Apply labels/annotations/taints/cordon in one write, 409 (ConflictError) if the node changed."""
+        ...
+
+    async def set_node_condition(self, node: str, condition: Condition) -> None: ...
+
+    async def evict_pod(self, namespace: str, name: str) -> None:
+        """Eviction API; raises TooManyRequestsError(budget=True) when a PDB forbids it, NotFoundError if gone."""
+        ...
+
+    async def delete_pod(self, namespace: str, name: str, *, uid: str | None = None) -> None: ...
+
+    async def create_event(self, event: EventSpec) -> None: ...
+
+    async def patch_pod_labels(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> None: ...
+
+    async def create_custom_object(self, manifest: Mapping[str, object]) -> None: ...
+
+
+# (API group, resource, verb) for every call above: the ClusterRole/Role must grant exactly these.
+CALLS: frozenset[tuple[str, str, str]] = frozenset(
+    {
+        ("", "nodes", "get"),
+        ("", "nodes", "list"),
+        ("", "nodes", "patch"),
+        ("", "nodes/status", "patch"),
+        ("", "pods", "list"),
+        ("", "pods", "delete"),
+        ("", "pods", "patch"),
+        ("", "pods/eviction", "create"),
+        ("", "events", "create"),
+        ("coordination.k8s.io", "leases", "get"),
+        ("coordination.k8s.io", "leases", "create"),
+        ("coordination.k8s.io", "leases", "update"),
+    }
+)
