@@ -7,8 +7,12 @@ Subcommands parse their arguments, load settings, and call into `runtime` (serve
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,7 +51,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="listen address (overrides settings)")
     serve.add_argument("--port", type=int, help="listen port (overrides settings)")
     serve.add_argument("--db", type=Path, help="SQLite inbox/journal path (overrides settings)")
+    serve.add_argument(
+        "--kubeconfig", help="act on the cluster of this kubeconfig (enables Kubernetes access)"
+    )
+    serve.add_argument(
+        "--dry-run", action="store_true", default=None, help="journal what would be done, write nothing"
+    )
     serve.set_defaults(run=_serve)
+
+    breaker = sub.add_parser("breaker", help="show or reset the blast-radius breaker of a running service")
+    breaker.add_argument("action", choices=("status", "reset"))
+    breaker.add_argument("--url", default="http://127.0.0.1:8080", help="the service's base URL")
+    breaker.add_argument("--token", help="bearer token (default: $SICKBAY_AUTH__TOKEN)")
+    breaker.set_defaults(run=_breaker)
 
     explain = sub.add_parser("explain", help="show what Sickbay would do with a payload, and why (no writes)")
     explain.add_argument(
@@ -72,7 +88,12 @@ def _serve(args: argparse.Namespace) -> int:
         overrides["listen_host"] = args.host
     if args.port is not None:
         overrides["listen_port"] = args.port
+    if args.dry_run:
+        overrides["dry_run"] = True
     settings = load_settings(args.config, **overrides)
+    if args.kubeconfig:
+        kube = settings.kube.model_copy(update={"enabled": True, "kubeconfig": args.kubeconfig})
+        settings = settings.model_copy(update={"kube": kube})
     if args.db:
         settings = settings.model_copy(update={"inbox": settings.inbox.model_copy(update={"path": args.db})})
     _setup_logging(settings.log_level)
@@ -83,6 +104,31 @@ def _serve(args: argparse.Namespace) -> int:
         port=settings.listen_port,
         print=lambda msg: logging.getLogger("sickbay").info("%s", msg),
         access_log=None,
+    )
+    return 0
+
+
+def _breaker(args: argparse.Namespace) -> int:
+    token = args.token or os.environ.get("SICKBAY_AUTH__TOKEN", "")
+    path = "/api/v1/breaker" + ("/reset" if args.action == "reset" else "")
+    request = urllib.request.Request(  # noqa: S310 - the operator names the URL
+        args.url.rstrip("/") + path,
+        method="POST" if args.action == "reset" else "GET",
+        headers={"Authorization": f"Bearer {token}"} if token else {},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            state = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        print(f"sickbay: {exc.code} {exc.read().decode(errors='replace')}", file=sys.stderr)
+        return 1
+    except urllib.error.URLError as exc:
+        print(f"sickbay: cannot reach {args.url}: {exc.reason}", file=sys.stderr)
+        return 1
+    word = "OPEN" if state["open"] else "closed"
+    print(
+        f"breaker {word}: {state['quarantined']}/{state['nodes']} nodes quarantined"
+        + (f"; {state['reason']}" if state["open"] else "")
     )
     return 0
 

@@ -8,8 +8,8 @@ module may import another `app` module or a third-party package.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
@@ -349,14 +349,12 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
-class History:
-    """Recent faults on the same GPU/node, read from the journal; the context that some rules need."""
+class PastFault:
+    """One journaled fault on the same node, for escalation and backoff."""
 
-    faults: tuple[Fault, ...] = field(default_factory=tuple)
-
-    def on_gpu(self, node: str | None, gpu: int | None) -> tuple[Fault, ...]:
-        return tuple(f for f in self.faults if f.node == node and f.gpu == gpu)
-
-    @classmethod
-    def of(cls, faults: Iterable[Fault]) -> History:
-        return cls(faults=tuple(faults))
+    at: datetime
+    fault_class: FaultClass
+    gpu: int | None
+    xid: int | None
+    workload: str | None
+    fingerprint: str

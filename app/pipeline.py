@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -17,27 +18,49 @@ from datetime import UTC, datetime
 
 import pydantic
 
+from app.act import observe
+from app.act.executor import Executor
 from app.classify import signals as classify
 from app.config.settings import PipelineSettings
-from app.decide import plans
-from app.domain import Fault, Plan, Signal
+from app.decide import groups, plans
+from app.decide.situation import Situation
+from app.domain import Fault, FaultClass, Outcome, Plan, Signal, SignalSource
 from app.ingest import payloads, signals
+from app.kube import port
 from app.obs.metrics import Metrics
-from app.store import inbox, journal
+from app.store import codec, inbox, journal
 
 log = logging.getLogger(__name__)
 _BATCH = 1000
+# Signals Sickbay makes itself (capacity drops, risk scores) are stored as serialised Signals.
+INTERNAL_SOURCES = frozenset({SignalSource.ALLOCATABLE.value, SignalSource.PREDICTION.value})
+_NO_CLUSTER_NEEDED = frozenset({FaultClass.IGNORE, FaultClass.DEPENDS})
+
+
+def internal_record(signal: Signal) -> inbox.Record:
+    return inbox.Record(
+        source=signal.source.value,
+        fingerprint=signal.fingerprint,
+        starts_at=signal.starts_at.isoformat(),
+        status=signal.status.value,
+        node=signal.node,
+        payload=codec.dumps(codec.signal_to_dict(signal)),
+        received_at=signal.received_at.isoformat(),
+    )
 
 
 @dataclass(frozen=True)
 class Processed:
     fault: Fault
     plan: Plan
+    outcomes: tuple[Outcome, ...] = ()
 
 
 def signal_of(row: inbox.Row, *, keys: signals.NodeKeys) -> Signal:
     """Rebuild the Signal from a stored row with the same code the intake validated it with."""
     received_at = datetime.fromisoformat(row.received_at)
+    if row.source in INTERNAL_SOURCES:
+        return codec.signal_from_dict(json.loads(row.payload))
     if row.source == "agent":
         event = payloads.GpuEvent.model_validate_json(row.payload)
         return signals.from_gpu_event(event, received_at=received_at)
@@ -55,8 +78,12 @@ class Pipeline:
         settings: PipelineSettings,
         node_keys: signals.NodeKeys,
         metrics: Metrics,
+        kube: port.KubePort | None = None,
+        executor: Executor | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        self._kube = kube
+        self._executor = executor
         self._inbox = inbox_
         self._journal = journal_
         self._rules = rules
@@ -125,11 +152,21 @@ class Pipeline:
             )
         fault = classify.classify(signal, rules_=self._rules, context=context)
         now = self._clock()
-        plan = plans.plan_for(fault, policy=self._rules.policy, now=now)
-        fresh = await self._journal.record(inbox_seq=row.seq, fault=fault, plan=plan)
+        policy = self._rules.policy
+        if signal.firing and fault.fault_class not in _NO_CLUSTER_NEEDED:
+            situation = await observe.situation_of(
+                fault, kube=self._kube, journal=self._journal, policy=policy, now=now
+            )
+        else:
+            situation = Situation.unknown()
+        plan = plans.plan_for(fault, policy=policy, now=now, situation=situation)
+        pod = situation.pod(signal.pod.namespace, signal.pod.name) if signal.pod else None
+        workload = groups.workload_key(pod, signal.pod, policy.workloads)
+        fault_id, fresh = await self._journal.record(
+            inbox_seq=row.seq, fault=fault, plan=plan, workload=workload
+        )
         if fresh:
             self._metrics.faults.labels(fault_class=fault.fault_class.value, status=signal.status.value).inc()
-            self._metrics.processing_seconds.observe(max(0.0, (now - signal.received_at).total_seconds()))
             log.info(
                 "classified %s on %s gpu=%s as %s: %s; plan: %s",
                 signal.name,
@@ -139,5 +176,12 @@ class Pipeline:
                 fault.reason,
                 plan.summary,
             )
+        outcomes: tuple[Outcome, ...] = ()
+        if self._executor is not None:
+            # A replayed row (journaled, not yet marked done) is executed again: every action is idempotent.
+            outcomes = tuple(await self._executor.execute(plan, fault_id=fault_id, node=situation.node))
+        self._metrics.processing_seconds.observe(
+            max(0.0, (self._clock() - signal.received_at).total_seconds())
+        )
         self.processed += 1
-        return Processed(fault=fault, plan=plan)
+        return Processed(fault=fault, plan=plan, outcomes=outcomes)

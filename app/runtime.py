@@ -1,8 +1,9 @@
 """Builds the aiohttp application and wires every part; owns start-up and shutdown order.
 
-Composition only: handlers, the inbox writer and the pipeline consumer are created here and handed to
-each other. Background work runs as named tasks inside a `cleanup_ctx`, so shutdown cancels and awaits
-them. Reads no argv or environment (that is `cli`'s job).
+Composition only: the inbox, journal, Kubernetes client, actuators, pipeline and reconciler are created
+here and handed to each other. Background work runs as named, guarded tasks inside a `cleanup_ctx`, so
+shutdown cancels and awaits them. Only the leader consumes the inbox and reconciles; every replica
+serves health and metrics. Reads no argv or environment (that is `cli`'s job).
 """
 
 from __future__ import annotations
@@ -12,21 +13,41 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from app import api, pipeline
+from app.act.drain import Drainer
+from app.act.executor import Executor
+from app.act.gatekeeper import GateKeeper
+from app.act.nodes import NodeWriter
+from app.act.reconcile import Reconciler
+from app.act.recorder import Recorder
+from app.act.remediate import Remediators
+from app.act.workload import Restarter
 from app.classify import signals as classify
 from app.config import rules
 from app.config.settings import Settings
-from app.ingest import handlers, signals
+from app.domain import Signal
+from app.ingest import auth, handlers, signals
+from app.kube import client as kube_client
+from app.kube import errors as kube_errors
+from app.kube import leader as kube_leader
+from app.kube import port
+from app.kube.retries import RetryPolicy
 from app.obs.metrics import Metrics, create_metrics
-from app.pipeline import Pipeline
 from app.store import inbox, journal
 
 log = logging.getLogger(__name__)
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -36,10 +57,16 @@ class Services:
     settings: Settings
     metrics: Metrics
     rules: classify.Rules
+    clock: Clock = utc_now
     inbox: inbox.Inbox | None = None
     journal: journal.Journal | None = None
-    pipeline: Pipeline | None = None
+    pipeline: pipeline.Pipeline | None = None
+    kube: port.KubePort | None = None
+    gates: GateKeeper | None = None
+    reconciler: Reconciler | None = None
+    leader: bool = False
     ready: bool = False
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
 SERVICES = web.AppKey("services", Services)
@@ -53,22 +80,41 @@ def load_rules(settings: Settings) -> classify.Rules:
     )
 
 
-def build_app(settings: Settings, *, metrics: Metrics | None = None) -> web.Application:
-    services = Services(settings=settings, metrics=metrics or create_metrics(), rules=load_rules(settings))
+def build_app(
+    settings: Settings,
+    *,
+    metrics: Metrics | None = None,
+    kube: port.KubePort | None = None,
+    clock: Clock = utc_now,
+) -> web.Application:
+    """The whole service. `kube` overrides the client built from `settings.kube` (tests pass their own)."""
+    services = Services(
+        settings=settings,
+        metrics=metrics or create_metrics(),
+        rules=load_rules(settings),
+        clock=clock,
+        kube=kube,
+    )
     # Our own size check streams the body and answers 413 with JSON; aiohttp's limit must not pre-empt it.
     app = web.Application(client_max_size=settings.max_body_bytes * 2, middlewares=[_observe])
     app[SERVICES] = services
-    app.cleanup_ctx.append(_storage_and_pipeline)
+    app.cleanup_ctx.append(_storage)
+    app.cleanup_ctx.append(_cluster)
+    app.cleanup_ctx.append(_leadership)
     app.router.add_post("/api/v1/alerts", _alerts)
     app.router.add_post("/api/v1/gpu-events", _gpu_events)
+    app.router.add_get("/api/v1/actions", _actions)
+    app.router.add_get("/api/v1/nodes", _nodes)
+    app.router.add_get("/api/v1/nodes/{name}", _node)
+    app.router.add_get("/api/v1/breaker", _breaker)
+    app.router.add_post("/api/v1/breaker/reset", _breaker_reset)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
-    app.router.add_get("/api/v1/actions", _actions)
     return app
 
 
-async def _storage_and_pipeline(app: web.Application) -> AsyncIterator[None]:
+async def _storage(app: web.Application) -> AsyncIterator[None]:
     services = app[SERVICES]
     settings = services.settings
     path = Path(settings.inbox.path)
@@ -78,28 +124,208 @@ async def _storage_and_pipeline(app: web.Application) -> AsyncIterator[None]:
         on_commit=services.metrics.commit_requests.observe,
     )
     journal_db = await inbox.connect(path)
-    book = await journal.Journal.open(journal_db)
-    pipeline = Pipeline(
+    services.inbox, services.journal = box, await journal.Journal.open(journal_db)
+    log.info("inbox %s: %d pending rows to resume", path, await box.depth())
+    try:
+        yield
+    finally:
+        await box.close()
+        await journal_db.close()
+
+
+async def _cluster(app: web.Application) -> AsyncIterator[None]:
+    """Kubernetes client and the actuators; without a cluster the pipeline journals plans only."""
+    services = app[SERVICES]
+    settings = services.settings
+    box, book = services.inbox, services.journal
+    assert box is not None
+    assert book is not None
+    own_client: kube_client.KubeClient | None = None
+    if services.kube is None and settings.kube.enabled:
+        own_client = await kube_client.connect(
+            kubeconfig=settings.kube.kubeconfig,
+            context=settings.kube.context,
+            in_cluster=settings.kube.in_cluster,
+            qps=settings.kube.qps,
+            burst=settings.kube.burst,
+            retry=RetryPolicy(attempts=settings.kube.retry_attempts, timeout=settings.kube.request_timeout_s),
+            gpu_resources=settings.kube.gpu_resources,
+        )
+        services.kube = own_client
+    kube = services.kube
+    executor: Executor | None = None
+    drainer: Drainer | None = None
+    restarter: Restarter | None = None
+    if kube is not None:
+        executor, drainer, restarter = await _actuators(services, kube, book, box)
+    services.pipeline = pipeline.Pipeline(
         inbox_=box,
         journal_=book,
         rules=services.rules,
         settings=settings.pipeline,
         node_keys=signals.NodeKeys(settings.node_label_keys),
         metrics=services.metrics,
+        kube=kube,
+        executor=executor,
+        clock=services.clock,
     )
-    services.inbox, services.journal, services.pipeline = box, book, pipeline
-    consumer = asyncio.create_task(_guarded(pipeline.run, "pipeline"), name="pipeline-consumer")
+    try:
+        yield
+    finally:
+        if drainer is not None:
+            await drainer.stop()
+        if restarter is not None:
+            await restarter.stop()
+        if own_client is not None:
+            await own_client.close()
+
+
+async def _actuators(
+    services: Services, kube: port.KubePort, book: journal.Journal, box: inbox.Inbox
+) -> tuple[Executor, Drainer, Restarter]:
+    settings, policy, clock, metrics = (
+        services.settings,
+        services.rules.policy,
+        services.clock,
+        services.metrics,
+    )
+    dry_run = settings.dry_run
+    recorder = Recorder(kube=kube, metrics=metrics, clock=clock, events=not dry_run)
+    gates = GateKeeper(policy=policy.budgets, journal=book, metrics=metrics, clock=clock)
+    await gates.load()
+    nodes = NodeWriter(
+        kube=kube, recorder=recorder, gates=gates, identity=settings.identity, dry_run=dry_run, clock=clock
+    )
+    drainer = Drainer(
+        kube=kube, recorder=recorder, policy=policy.drain, metrics=metrics, clock=clock, dry_run=dry_run
+    )
+    restarter = Restarter(kube=kube, recorder=recorder, clock=clock, dry_run=dry_run)
+    remediators = Remediators(
+        kube=kube, nodes=nodes, recorder=recorder, policy=policy, clock=clock, dry_run=dry_run
+    )
+    executor = Executor(
+        nodes=nodes,
+        drainer=drainer,
+        restarter=restarter,
+        remediators=remediators,
+        recorder=recorder,
+        journal=book,
+        paused=lambda: services.settings.pause,
+        clock=clock,
+    )
+
+    async def emit(signal: Signal) -> None:
+        await box.append([pipeline.internal_record(signal)])
+
+    services.gates = gates
+    services.reconciler = Reconciler(
+        kube=kube,
+        nodes=nodes,
+        drainer=drainer,
+        remediators=remediators,
+        gates=gates,
+        recorder=recorder,
+        journal=book,
+        policy=policy,
+        metrics=metrics,
+        clock=clock,
+        emit=emit,
+        dry_run=dry_run,
+    )
+    return executor, drainer, restarter
+
+
+async def _leadership(app: web.Application) -> AsyncIterator[None]:
+    """Only the leader consumes the inbox and reconciles. Without leader election, this replica leads."""
+    services = app[SERVICES]
+    settings = services.settings
+    elector: kube_leader.LeaderElector | None = None
+    if settings.leader.enabled and isinstance(services.kube, kube_client.KubeClient):
+        elector = kube_leader.LeaderElector(
+            services.kube.api,
+            name=settings.leader.lease_name,
+            namespace=settings.leader.namespace,
+            identity=settings.identity,
+            lease_duration=settings.leader.lease_duration_s,
+            renew_deadline=settings.leader.renew_deadline_s,
+            retry_period=settings.leader.retry_period_s,
+        )
+
+        async def lead() -> None:
+            await _start_leading(services)
+
+        async def follow() -> None:
+            await _stop_leading(services)
+
+        runner = asyncio.create_task(elector.run(lead, follow), name="leader-election")
+    else:
+        runner = None
+        await _start_leading(services)
     services.ready = True
-    log.info("sickbay ready: inbox %s, %d pending rows to resume", path, await box.depth())
     try:
         yield
     finally:
         services.ready = False
-        consumer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await consumer
-        await box.close()
-        await journal_db.close()
+        if runner is not None:
+            runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await runner
+        await _stop_leading(services)
+        if elector is not None:
+            with contextlib.suppress(kube_errors.KubeError):
+                await elector.release()
+
+
+async def _start_leading(services: Services) -> None:
+    if services.leader:
+        return
+    services.leader = True
+    services.metrics.leader.set(1)
+    log.info("%s is the leader: consuming the inbox and reconciling", services.settings.identity)
+    await _label_own_pod(services, leader=True)
+    assert services.pipeline is not None
+    services.tasks.append(asyncio.create_task(_guarded(services.pipeline.run, "pipeline"), name="pipeline"))
+    if services.reconciler is not None:
+        services.tasks.append(
+            asyncio.create_task(_guarded(lambda: _reconcile_forever(services), "reconcile"), name="reconcile")
+        )
+
+
+async def _stop_leading(services: Services) -> None:
+    if not services.leader:
+        return
+    services.leader = False
+    services.metrics.leader.set(0)
+    for task in services.tasks:
+        task.cancel()
+    await asyncio.gather(*services.tasks, return_exceptions=True)
+    services.tasks.clear()
+    await _label_own_pod(services, leader=False)
+
+
+async def _label_own_pod(services: Services, *, leader: bool) -> None:
+    settings = services.settings
+    if not settings.leader.enabled or services.kube is None:
+        return
+    try:
+        await services.kube.patch_pod_labels(
+            settings.pod_namespace, settings.identity, {settings.leader.pod_label: "true" if leader else None}
+        )
+    except kube_errors.KubeError as exc:
+        log.warning(
+            "could not label pod %s/%s as leader=%s: %s",
+            settings.pod_namespace,
+            settings.identity,
+            leader,
+            exc,
+        )
+
+
+async def _reconcile_forever(services: Services) -> None:
+    assert services.reconciler is not None
+    while True:
+        await services.reconciler.run_once()
+        await asyncio.sleep(services.settings.reconcile_interval_s)
 
 
 async def _guarded(run: Callable[[], Awaitable[None]], name: str) -> None:
@@ -121,7 +347,22 @@ def _intake(request: web.Request) -> handlers.Intake:
     services = request.app[SERVICES]
     if services.inbox is None:
         raise web.HTTPServiceUnavailable(text='{"error":"starting"}', content_type="application/json")
-    return handlers.Intake(settings=services.settings, inbox=services.inbox, metrics=services.metrics)
+    return handlers.Intake(
+        settings=services.settings,
+        inbox=services.inbox,
+        metrics=services.metrics,
+        accepting=lambda: services.leader,
+        clock=services.clock,
+    )
+
+
+def _authorised(request: web.Request) -> None:
+    verdict = auth.check(request.headers.get("Authorization"), request.app[SERVICES].settings.auth)
+    if not verdict.ok:
+        raise web.HTTPUnauthorized(
+            text=f'{{"error": "unauthorized", "message": "{verdict.problem}"}}',
+            content_type="application/json",
+        )
 
 
 async def _alerts(request: web.Request) -> web.StreamResponse:
@@ -132,6 +373,34 @@ async def _gpu_events(request: web.Request) -> web.StreamResponse:
     return await handlers.handle_gpu_events(request, _intake(request))
 
 
+def _journal(request: web.Request) -> journal.Journal:
+    book = request.app[SERVICES].journal
+    if book is None:
+        raise web.HTTPServiceUnavailable(text='{"error":"starting"}', content_type="application/json")
+    return book
+
+
+async def _actions(request: web.Request) -> web.StreamResponse:
+    return await api.actions(request, _journal(request))
+
+
+async def _nodes(request: web.Request) -> web.StreamResponse:
+    return await api.nodes(request, request.app[SERVICES].kube)
+
+
+async def _node(request: web.Request) -> web.StreamResponse:
+    return await api.node(request, request.app[SERVICES].kube, _journal(request))
+
+
+async def _breaker(request: web.Request) -> web.StreamResponse:
+    return await api.breaker(request, request.app[SERVICES].gates)
+
+
+async def _breaker_reset(request: web.Request) -> web.StreamResponse:
+    _authorised(request)
+    return await api.breaker_reset(request, request.app[SERVICES].gates)
+
+
 async def _healthz(request: web.Request) -> web.StreamResponse:
     return web.json_response({"status": "ok"})
 
@@ -140,7 +409,7 @@ async def _readyz(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     if not services.ready:
         return web.json_response({"status": "starting"}, status=503)
-    return web.json_response({"status": "ready"})
+    return web.json_response({"status": "ready", "leader": services.leader})
 
 
 async def _metrics(request: web.Request) -> web.StreamResponse:
@@ -149,37 +418,6 @@ async def _metrics(request: web.Request) -> web.StreamResponse:
         services.metrics.inbox_depth.set(await services.inbox.depth())
     body = generate_latest(services.metrics.registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-
-async def _actions(request: web.Request) -> web.StreamResponse:
-    services = request.app[SERVICES]
-    if services.journal is None:
-        return web.json_response({"error": "starting"}, status=503)
-    try:
-        limit = min(max(int(request.query.get("limit", "100")), 1), 1000)
-    except ValueError:
-        return web.json_response({"error": "bad_query", "message": "limit must be an integer"}, status=400)
-    entries = await services.journal.entries(limit=limit, node=request.query.get("node") or None)
-    return web.json_response(
-        {
-            "items": [
-                {
-                    "id": e.id,
-                    "at": e.at,
-                    "node": e.node,
-                    "gpu": e.gpu,
-                    "xid": e.xid,
-                    "class": e.fault_class,
-                    "rule": e.rule,
-                    "status": e.status,
-                    "source": e.source,
-                    "reason": e.reason,
-                    "plan": e.plan,
-                }
-                for e in entries
-            ]
-        }
-    )
 
 
 @web.middleware

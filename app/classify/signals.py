@@ -48,16 +48,26 @@ def classify(signal: Signal, *, rules_: Rules, context: Sequence[Signal] = ()) -
                 f"{signal.name} says 'depends' but carries no XID to decode; recorded as transient",
                 rule="depends-without-xid",
             )
-        return _fault(signal, cls, f"the alert rule {signal.name} classifies it as {cls.value}", rule="label")
+        summary = _summary(signal)
+        return _fault(
+            signal, cls, f"the alert rule {signal.name} classifies it as {cls.value}{summary}", rule="label"
+        )
     by_name = rules_.policy.alerts.get(signal.name)
     if by_name is not None:
-        return _fault(signal, by_name, f"policy maps alert {signal.name} to {by_name.value}", rule="policy")
+        return _fault(
+            signal, by_name, f"policy maps alert {signal.name} to {by_name.value}{_summary(signal)}", rule="policy"
+        )
     return _fault(
         signal,
         FaultClass(rules_.catalog.default_class),
         f"no XID, class label or policy entry for {signal.name!r}: treated as transient (retry, re-check)",
         rule="default",
     )
+
+
+def _summary(signal: Signal) -> str:
+    text = next((v for k, v in signal.annotations if k == "summary"), "")
+    return f": {text}" if text else ""
 
 
 def _by_xid(signal: Signal, *, rules_: Rules, context: Sequence[Signal]) -> Fault:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,6 +64,43 @@ class PipelineSettings(BaseModel):
     context_window_s: float = Field(default=3600.0, gt=0)
 
 
+class KubeSettings(BaseModel):
+    """How to reach the API server. Disabled means "journal what would be done, touch nothing"."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = False
+    kubeconfig: str | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    qps: float = Field(default=20.0, gt=0)
+    burst: int = Field(default=30, ge=1)
+    request_timeout_s: float = Field(default=10.0, gt=0)
+    retry_attempts: int = Field(default=5, ge=1)
+    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu",)
+
+
+class LeaderSettings(BaseModel):
+    """One active replica through a coordination.k8s.io Lease; followers answer 503 to alerts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = False
+    lease_name: str = "sickbay-leader"
+    namespace: str = "sickbay"
+    lease_duration_s: float = Field(default=15.0, gt=0)
+    renew_deadline_s: float = Field(default=10.0, gt=0)
+    retry_period_s: float = Field(default=2.0, gt=0)
+    # The leader labels its own pod with this, so the Service (which selects it) routes alerts to it only.
+    pod_label: str = "sickbay.io/leader"
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LeaderSettings:
+        if not self.retry_period_s < self.renew_deadline_s < self.lease_duration_s:
+            raise ValueError("need retry_period_s < renew_deadline_s < lease_duration_s")
+        return self
+
+
 class Settings(BaseSettings):
     """Everything `sickbay serve` needs to know at start. Policy and the XID catalog live in `rules/`."""
 
@@ -82,6 +120,14 @@ class Settings(BaseSettings):
     xid_catalog_file: Path = RULES_DIR / "xid-catalog.yaml"
     inbox: InboxSettings = InboxSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    kube: KubeSettings = KubeSettings()
+    leader: LeaderSettings = LeaderSettings()
+    # Who this replica is (the pod name in a cluster); written into `sickbay.io/owned-by`.
+    identity: str = Field(default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname())
+    pod_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "sickbay"))
+    reconcile_interval_s: float = Field(default=10.0, gt=0)
+    # Alertmanager to reconcile against on becoming leader (GET /api/v2/alerts); none to skip.
+    alertmanager_url: str | None = None
     dry_run: bool = False
     pause: bool = False
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -22,10 +22,20 @@ FAULT = "sickbay.io/fault"
 OWNED_BY = "sickbay.io/owned-by"
 ADDED = "sickbay.io/added"
 REMEDIATION_REQUESTED = "sickbay.io/remediation-requested"
+REMEDIATION_REQUESTED_AT = "sickbay.io/remediation-requested-at"
 REMEDIATION_DONE = "sickbay.io/remediation-done"
 MANAGED = "sickbay.io/managed"
 CONDITION = "GpuHealthy"
-OUR_ANNOTATIONS = (REASON, SINCE, FAULT, OWNED_BY, ADDED, REMEDIATION_REQUESTED, REMEDIATION_DONE)
+OUR_ANNOTATIONS = (
+    REASON,
+    SINCE,
+    FAULT,
+    OWNED_BY,
+    ADDED,
+    REMEDIATION_REQUESTED,
+    REMEDIATION_REQUESTED_AT,
+    REMEDIATION_DONE,
+)
 _SEVERITY = {
     FaultClass.DRIVER_MISMATCH: 1,
     FaultClass.RESET_GPU: 2,

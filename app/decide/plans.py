@@ -129,7 +129,7 @@ def _transient(fault: Fault, *, policy: rules.Policy, now: datetime, situation: 
                 node=fault.node,
                 pod=ref,
                 reason=fault.reason,
-                params=(("attempt", str(attempt)), ("workload", workload or "")),
+                params=(("attempt", str(attempt)), ("uid", pod.uid if pod else ""), ("workload", workload or "")),
                 not_before=not_before,
             ),
         ),
@@ -219,7 +219,7 @@ def _workload_track(fault: Fault, *, policy: rules.Policy, situation: Situation)
                         pod=member.ref,
                         reason=f"restart the gang {group.key}: a member lost its node, so the survivors "
                         "would hang on a collective until a timeout",
-                        params=(("group", group.key),),
+                        params=(("group", group.key), ("uid", member.uid)),
                     )
                 )
     return actions

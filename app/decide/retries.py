@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from app.config import rules
-from app.decide.situation import PastFault
-from app.domain import FaultClass
+from app.domain import FaultClass, PastFault
 
 RETRY_CLASSES = frozenset({FaultClass.RESTART_WORKLOAD, FaultClass.TRANSIENT})
 

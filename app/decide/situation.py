@@ -7,21 +7,8 @@ Gathered by the caller (the pipeline reads the cluster and the journal); `Situat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
-from app.domain import FaultClass, NodeState, PodState
-
-
-@dataclass(frozen=True, slots=True)
-class PastFault:
-    """One journaled fault on the same node, for escalation and backoff."""
-
-    at: datetime
-    fault_class: FaultClass
-    gpu: int | None
-    xid: int | None
-    workload: str | None
-    fingerprint: str
+from app.domain import NodeState, PastFault, PodState
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,13 @@ class Metrics:
     faults: Counter
     pipeline_errors: Counter
     processing_seconds: Histogram
+    actions: Counter
+    breaker_open: Gauge
+    nodes_by_state: Gauge
+    drain_seconds: Histogram
+    evictions_blocked: Counter
+    kube_errors: Counter
+    leader: Gauge
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
@@ -71,4 +78,36 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=registry,
         ),
+        actions=Counter(
+            "sickbay_actions",
+            "Actions carried out, by kind and outcome",
+            ["kind", "outcome"],
+            registry=registry,
+        ),
+        breaker_open=Gauge(
+            "sickbay_breaker_open",
+            "1 while the blast-radius breaker refuses new quarantines",
+            registry=registry,
+        ),
+        nodes_by_state=Gauge(
+            "sickbay_nodes", "Nodes Sickbay is acting on, by remediation state", ["state"], registry=registry
+        ),
+        drain_seconds=Histogram(
+            "sickbay_drain_duration_seconds",
+            "Time to drain a quarantined node's GPU pods",
+            buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800),
+            registry=registry,
+        ),
+        evictions_blocked=Counter(
+            "sickbay_evictions_blocked",
+            "Evictions still refused by a PodDisruptionBudget at the drain deadline",
+            registry=registry,
+        ),
+        kube_errors=Counter(
+            "sickbay_kube_errors",
+            "Kubernetes API calls that failed after retries",
+            ["kind"],
+            registry=registry,
+        ),
+        leader=Gauge("sickbay_leader", "1 while this replica is the leader", registry=registry),
     )

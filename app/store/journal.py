@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import aiosqlite
 
-from app.domain import Fault, Plan, Signal
+from app.domain import Fault, FaultClass, Outcome, PastFault, Plan, Signal
 from app.store import codec
 
 SCHEMA = """
@@ -32,7 +33,25 @@ CREATE TABLE IF NOT EXISTS faults (
     fingerprint  TEXT NOT NULL,
     reason       TEXT NOT NULL,
     signal       TEXT NOT NULL,
-    plan         TEXT NOT NULL
+    plan         TEXT NOT NULL,
+    workload     TEXT
+);
+CREATE TABLE IF NOT EXISTS outcomes (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    fault_id     INTEGER,
+    at           TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    track        TEXT NOT NULL,
+    node         TEXT,
+    pod          TEXT,
+    status       TEXT NOT NULL,
+    detail       TEXT NOT NULL,
+    attempts     INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS outcomes_by_node ON outcomes (node, at);
+CREATE TABLE IF NOT EXISTS kv (
+    key          TEXT PRIMARY KEY,
+    value        TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS faults_by_gpu ON faults (node, gpu, at);
 CREATE INDEX IF NOT EXISTS faults_by_time ON faults (at);
@@ -64,15 +83,17 @@ class Journal:
         await db.executescript(SCHEMA)
         return cls(db)
 
-    async def record(self, *, inbox_seq: int | None, fault: Fault, plan: Plan) -> bool:
-        """Journal a fault and its plan; False when this inbox row was already journaled (a replay)."""
+    async def record(
+        self, *, inbox_seq: int | None, fault: Fault, plan: Plan, workload: str | None = None
+    ) -> tuple[int, bool]:
+        """Journal a fault and its plan; returns its id and False when this row was journaled before (a replay)."""
         signal = fault.signal
         async with self._lock:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
                 cursor = await self._db.execute(
                     "INSERT OR IGNORE INTO faults (inbox_seq, at, node, gpu, xid, class, rule, status, source, "
-                    "fingerprint, reason, signal, plan) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "fingerprint, reason, signal, plan, workload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         inbox_seq,
                         signal.starts_at.isoformat(),
@@ -87,13 +108,118 @@ class Journal:
                         fault.reason,
                         codec.dumps(codec.signal_to_dict(signal)),
                         codec.dumps(codec.plan_to_dict(plan)),
+                        workload,
                     ),
+                )
+                fresh = (cursor.rowcount or 0) > 0
+                fault_id = cursor.lastrowid if fresh else None
+                if fault_id is None:
+                    async with self._db.execute(
+                        "SELECT id FROM faults WHERE inbox_seq = ?", (inbox_seq,)
+                    ) as c:
+                        row = await c.fetchone()
+                    fault_id = int(row[0]) if row else 0
+                await self._db.commit()
+            except BaseException:
+                await self._db.rollback()
+                raise
+        return int(fault_id), fresh
+
+    async def record_outcomes(self, fault_id: int | None, outcomes: Sequence[Outcome]) -> None:
+        if not outcomes:
+            return
+        async with self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                await self._db.executemany(
+                    "INSERT INTO outcomes (fault_id, at, kind, track, node, pod, status, detail, attempts) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            fault_id,
+                            o.at.isoformat(),
+                            o.action.kind.value,
+                            o.action.track.value,
+                            o.action.node,
+                            str(o.action.pod) if o.action.pod else None,
+                            o.status.value,
+                            o.detail,
+                            o.attempts,
+                        )
+                        for o in outcomes
+                    ],
                 )
                 await self._db.commit()
             except BaseException:
                 await self._db.rollback()
                 raise
-        return (cursor.rowcount or 0) > 0
+
+    async def outcomes(self, *, node: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        async with (
+            self._lock,
+            self._db.execute(
+                "SELECT fault_id, at, kind, track, node, pod, status, detail, attempts FROM outcomes "
+                "WHERE (? IS NULL OR node = ?) ORDER BY id DESC LIMIT ?",
+                (node, node, limit),
+            ) as cursor,
+        ):
+            rows = await cursor.fetchall()
+        keys = ("fault_id", "at", "kind", "track", "node", "pod", "status", "detail", "attempts")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
+    async def history(self, *, node: str, since: datetime) -> list[PastFault]:
+        """Faults journaled on `node` since `since`: escalation and backoff read these."""
+        async with (
+            self._lock,
+            self._db.execute(
+                "SELECT at, class, gpu, xid, workload, fingerprint FROM faults "
+                "WHERE node = ? AND at >= ? AND status = 'firing' ORDER BY at, id",
+                (node, since.isoformat()),
+            ) as cursor,
+        ):
+            rows = await cursor.fetchall()
+        return [
+            PastFault(
+                at=datetime.fromisoformat(at),
+                fault_class=FaultClass(cls),
+                gpu=gpu,
+                xid=xid,
+                workload=workload,
+                fingerprint=fingerprint,
+            )
+            for at, cls, gpu, xid, workload, fingerprint in rows
+        ]
+
+    async def active_alerts(self, *, node: str) -> list[tuple[str, str]]:
+        """(fingerprint, class) of Alertmanager alerts on `node` whose latest notification is firing."""
+        async with (
+            self._lock,
+            self._db.execute(
+                "SELECT fingerprint, class, status FROM faults WHERE node = ? AND source = 'alertmanager' "
+                "AND id IN (SELECT max(id) FROM faults WHERE node = ? AND source = 'alertmanager' GROUP BY fingerprint)",
+                (node, node),
+            ) as cursor,
+        ):
+            rows = await cursor.fetchall()
+        return [(fp, cls) for fp, cls, status in rows if status == "firing"]
+
+    async def get(self, key: str) -> str | None:
+        async with self._lock, self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)) as cursor:
+            row = await cursor.fetchone()
+        return str(row[0]) if row else None
+
+    async def put(self, key: str, value: str) -> None:
+        async with self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                await self._db.execute(
+                    "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )
+                await self._db.commit()
+            except BaseException:
+                await self._db.rollback()
+                raise
 
     async def recent_signals(self, *, node: str, gpu: int | None, since: datetime) -> list[Signal]:
         """Signals journaled for this node and GPU since `since`, oldest first: classification context."""

@@ -1,0 +1,112 @@
+"""Carries out one Plan: the global switches, then the hardware and workload tracks.
+
+Order matters only at the start: the quarantine write comes first (one read, one write), so no evicted
+pod lands back on the sick node; then the workload track (gang restarts, pod restarts) and the hardware
+track (drain, then hand-off to a remediator) proceed without waiting on each other. The drain runs in the
+background, so a PodDisruptionBudget that holds an eviction for minutes never stalls the pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from app.act.drain import Drainer
+from app.act.nodes import NodeWriter
+from app.act.recorder import Recorder
+from app.act.remediate import Remediators
+from app.act.workload import Restarter
+from app.domain import ActionKind, FaultClass, NodeState, Outcome, OutcomeStatus, Plan, RemediationState
+from app.store.journal import Journal
+
+log = logging.getLogger("app.act")
+
+
+class Executor:
+    def __init__(
+        self,
+        *,
+        nodes: NodeWriter,
+        drainer: Drainer,
+        restarter: Restarter,
+        remediators: Remediators,
+        recorder: Recorder,
+        journal: Journal,
+        paused: Callable[[], bool],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._nodes = nodes
+        self._drainer = drainer
+        self._restarter = restarter
+        self._remediators = remediators
+        self._recorder = recorder
+        self._journal = journal
+        self._paused = paused
+        self._clock = clock
+
+    async def execute(
+        self, plan: Plan, *, fault_id: int | None = None, node: NodeState | None = None
+    ) -> list[Outcome]:
+        """Carry out `plan`; `node` is the Node as read while planning, if it was."""
+        outcomes = await self._execute(plan, fault_id=fault_id, known=node)
+        await self._journal.record_outcomes(fault_id, outcomes)
+        return outcomes
+
+    async def _execute(self, plan: Plan, *, fault_id: int | None, known: NodeState | None) -> list[Outcome]:
+        if plan.is_noop:
+            return [self._recorder.outcome(a, OutcomeStatus.RECORDED, plan.summary) for a in plan.actions]
+        if self._paused():
+            return [
+                self._recorder.outcome(a, OutcomeStatus.SKIPPED, "Sickbay is paused") for a in plan.actions
+            ]
+        outcomes: list[Outcome] = []
+        quarantine = next((a for a in plan.actions if a.kind is ActionKind.QUARANTINE), None)
+        if quarantine is not None:
+            result = await self._nodes.quarantine(quarantine, plan.fault, known=known)
+            outcomes.append(result.outcome)
+            ours = result.node is not None and result.node.owned_by_sickbay
+            proceed = result.outcome.status in (OutcomeStatus.APPLIED, OutcomeStatus.DRY_RUN) or (
+                result.outcome.status is OutcomeStatus.SKIPPED and ours
+            )
+            if not proceed:
+                rest = [a for a in plan.actions if a is not quarantine]
+                why = f"not done: the quarantine was {result.outcome.status.value} ({result.outcome.detail})"
+                outcomes += [self._recorder.outcome(a, OutcomeStatus.SKIPPED, why) for a in rest]
+                return outcomes
+        workload = [a for a in plan.actions if a.kind in (ActionKind.RESTART_GANG, ActionKind.RESTART_POD)]
+        evictions = [a for a in plan.actions if a.kind is ActionKind.EVICT_POD]
+        remediation = next((a for a in plan.actions if a.kind is ActionKind.REQUEST_REMEDIATION), None)
+        drain_whole_node = any(a.kind is ActionKind.DRAIN for a in plan.actions)
+        if quarantine is not None and (evictions or drain_whole_node or remediation):
+            node = quarantine.node
+            assert node is not None
+            fault_class = FaultClass(quarantine.param("class") or plan.fault.fault_class.value)
+            outcomes.append(
+                self._recorder.outcome(
+                    quarantine, OutcomeStatus.RECORDED, f"drain of {node} started in the background"
+                )
+            )
+            await self._nodes.set_state(node, RemediationState.DRAINING)
+
+            async def then(drained: list[Outcome]) -> None:
+                await self._journal.record_outcomes(fault_id, drained)
+                if remediation is not None:
+                    done = await self._remediators.request(node, fault_class, reason=plan.fault.reason)
+                    await self._journal.record_outcomes(fault_id, [done])
+
+            pods = None if drain_whole_node else [a.pod for a in evictions if a.pod is not None]
+            self._drainer.start(node, reason=plan.fault.reason, pods=pods, then=then)
+        outcomes += await asyncio.gather(
+            *(
+                self._restarter.restart(
+                    a,
+                    event_reason="SickbayGangRestarted"
+                    if a.kind is ActionKind.RESTART_GANG
+                    else "SickbayRestarted",
+                )
+                for a in workload
+            )
+        )
+        return outcomes

@@ -1,0 +1,120 @@
+"""Holds the state the safety gates need between decisions: the fleet, who is quarantined, the breaker.
+
+The pure rules live in `decide.gates`; this keeps their inputs current (from the reconciler's node list
+and from our own writes), persists the breaker in the journal so a restart keeps it open, and reports
+it as a metric. `admit` is serialised so two nodes can never both take the last slot of a budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from app.config import rules
+from app.decide import footprint, gates
+from app.domain import NodeState
+from app.obs.metrics import Metrics
+from app.store.journal import Journal
+
+_BREAKER_KEY = "breaker"
+
+
+class GateKeeper:
+    def __init__(
+        self,
+        *,
+        policy: rules.BudgetPolicy,
+        journal: Journal,
+        metrics: Metrics,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._policy = policy
+        self._journal = journal
+        self._metrics = metrics
+        self._clock = clock
+        self._nodes: dict[str, NodeState] = {}
+        self._quarantined: set[str] = set()
+        self._recent: deque[datetime] = deque(maxlen=1000)
+        self._lock = asyncio.Lock()
+        self.breaker = gates.Breaker()
+
+    async def load(self) -> None:
+        raw = await self._journal.get(_BREAKER_KEY)
+        if raw:
+            data = json.loads(raw)
+            self.breaker = gates.Breaker(
+                open=bool(data.get("open")),
+                opened_at=datetime.fromisoformat(data["opened_at"]) if data.get("opened_at") else None,
+                reason=str(data.get("reason", "")),
+                last_refusal=datetime.fromisoformat(data["last_refusal"])
+                if data.get("last_refusal")
+                else None,
+            )
+        self._metrics.breaker_open.set(1 if self.breaker.open else 0)
+
+    def observe(self, nodes: Iterable[NodeState]) -> None:
+        """Refresh the fleet from a full node list (the reconciler calls this each round)."""
+        self._nodes = {n.name: n for n in nodes}
+        self._quarantined = {
+            n.name for n in self._nodes.values() if footprint.quarantined_class(n) is not None
+        }
+
+    def fleet(self) -> gates.Fleet:
+        return gates.Fleet.of(
+            self._nodes.values(), pool_label=self._policy.pool_label, is_quarantined=self._quarantined
+        )
+
+    async def admit(self, node: NodeState) -> gates.Verdict:
+        async with self._lock:
+            if node.name not in self._nodes:
+                self._nodes[node.name] = node
+            pool = node.label(self._policy.pool_label) or ""
+            now = self._clock()
+            verdict = gates.admit(
+                self.fleet(),
+                pool=pool,
+                breaker=self.breaker,
+                policy=self._policy,
+                now=now,
+                recent_quarantines=tuple(self._recent),
+            )
+            if verdict.allowed:
+                # Reserve the slot now; `forget` gives it back if the write then fails.
+                self._quarantined.add(node.name)
+                self._recent.append(now)
+            await self._set_breaker(verdict.breaker)
+            return verdict
+
+    def forget(self, node: str) -> None:
+        self._quarantined.discard(node)
+
+    async def reset(self) -> None:
+        async with self._lock:
+            await self._set_breaker(gates.Breaker())
+
+    async def tick(self) -> None:
+        """Let the breaker close by itself after its calm period (called by the reconciler)."""
+        async with self._lock:
+            await self._set_breaker(
+                gates.maybe_close(self.breaker, self.fleet(), policy=self._policy, now=self._clock())
+            )
+
+    async def _set_breaker(self, breaker: gates.Breaker) -> None:
+        if breaker == self.breaker:
+            return
+        self.breaker = breaker
+        self._metrics.breaker_open.set(1 if breaker.open else 0)
+        await self._journal.put(
+            _BREAKER_KEY,
+            json.dumps(
+                {
+                    "open": breaker.open,
+                    "opened_at": breaker.opened_at.isoformat() if breaker.opened_at else None,
+                    "reason": breaker.reason,
+                    "last_refusal": breaker.last_refusal.isoformat() if breaker.last_refusal else None,
+                }
+            ),
+        )

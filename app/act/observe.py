@@ -1,0 +1,64 @@
+"""Reads what decide needs to know about a fault's surroundings: the node, its pods, their gangs, history.
+
+A read that fails degrades the situation (decide then plans from the fault alone, and `act` re-reads
+the node before any write), it never drops the signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime
+
+from app.config import rules
+from app.decide import groups
+from app.decide.situation import Situation
+from app.domain import Fault, PastFault, PodState
+from app.kube import errors, port
+from app.store.journal import Journal
+
+log = logging.getLogger("app.act")
+
+
+async def situation_of(
+    fault: Fault, *, kube: port.KubePort | None, journal: Journal | None, policy: rules.Policy, now: datetime
+) -> Situation:
+    node_name = fault.node
+    history: tuple[PastFault, ...] = ()
+    if journal is not None and node_name is not None:
+        history = tuple(await journal.history(node=node_name, since=now - policy.escalation.window))
+    if kube is None or node_name is None:
+        return Situation.unknown(history=history)
+    try:
+        # Concurrently: the fault-to-cordon latency is then one round trip for both reads.
+        node, pod_list = await asyncio.gather(kube.get_node(node_name), kube.list_pods(node=node_name))
+        pods = tuple(pod_list)
+    except errors.NotFoundError:
+        return Situation.unknown(history=history)
+    except errors.KubeError as exc:
+        log.warning("could not read node %s for planning (%s); planning from the fault alone", node_name, exc)
+        return Situation.unknown(history=history)
+    group_pods = await _group_pods(fault, pods, kube=kube, policy=policy)
+    return Situation(node=node, pods_on_node=pods, group_pods=group_pods, history=history)
+
+
+async def _group_pods(
+    fault: Fault, pods: tuple[PodState, ...], *, kube: port.KubePort, policy: rules.Policy
+) -> tuple[PodState, ...]:
+    """Pods of every gang that has a member on this node, wherever they run (only for restart-gang groups)."""
+    if not fault.fault_class.is_hardware:
+        return ()
+    wanted = {}
+    for pod in pods:
+        group = groups.group_of(pod, policy.workloads)
+        if group is not None and group.label and policy.workloads.policy_for(group.kind) == "restart-gang":
+            wanted[group.key] = group
+    found: list[PodState] = []
+    for group in wanted.values():
+        try:
+            found += await kube.list_pods(
+                namespace=group.namespace, label_selector=f"{group.label}={group.name}"
+            )
+        except errors.KubeError as exc:
+            log.warning("could not list the pods of %s: %s", group.key, exc)
+    return tuple(found)

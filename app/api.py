@@ -1,0 +1,134 @@
+"""Read-mostly HTTP API for operators and the CLI: journal entries, nodes Sickbay acts on, the breaker.
+
+Handlers take plain collaborators (journal, kube port, gatekeeper) so they can be tested without the
+rest of the service; the runtime mounts them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from app.act.gatekeeper import GateKeeper
+from app.decide import footprint
+from app.domain import NodeState
+from app.kube import errors, port
+from app.store.journal import Journal
+
+
+def _limit(request: web.Request) -> int:
+    try:
+        return min(max(int(request.query.get("limit", "100")), 1), 1000)
+    except ValueError:
+        raise web.HTTPBadRequest(
+            text='{"error": "bad_query", "message": "limit must be an integer"}',
+            content_type="application/json",
+        ) from None
+
+
+async def actions(request: web.Request, journal: Journal) -> web.Response:
+    limit = _limit(request)
+    node = request.query.get("node") or None
+    entries = await journal.entries(limit=limit, node=node)
+    outcomes = await journal.outcomes(limit=limit, node=node)
+    return web.json_response(
+        {
+            "items": [
+                {
+                    "id": e.id,
+                    "at": e.at,
+                    "node": e.node,
+                    "gpu": e.gpu,
+                    "xid": e.xid,
+                    "class": e.fault_class,
+                    "rule": e.rule,
+                    "status": e.status,
+                    "source": e.source,
+                    "reason": e.reason,
+                    "plan": e.plan,
+                }
+                for e in entries
+            ],
+            "outcomes": outcomes,
+        }
+    )
+
+
+def node_view(node: NodeState) -> dict[str, Any]:
+    return {
+        "name": node.name,
+        "state": node.state.value if node.state else None,
+        "unschedulable": node.unschedulable,
+        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints],
+        "reason": node.annotation(footprint.REASON),
+        "since": node.annotation(footprint.SINCE),
+        "fault": footprint.fault_of(node),
+        "owned_by": node.annotation(footprint.OWNED_BY),
+        "remediation_requested": node.annotation(footprint.REMEDIATION_REQUESTED),
+        "gpu_capacity": node.gpu_capacity,
+        "gpu_allocatable": node.gpu_allocatable,
+        "managed": node.managed,
+    }
+
+
+async def nodes(request: web.Request, kube: port.KubePort | None) -> web.Response:
+    if kube is None:
+        return web.json_response(
+            {"error": "no_cluster", "message": "Kubernetes access is not configured"}, status=404
+        )
+    try:
+        listed = await kube.list_nodes(label_selector=footprint.STATE)
+    except errors.KubeError as exc:
+        return web.json_response({"error": "kube_unavailable", "message": str(exc)}, status=503)
+    return web.json_response({"items": [node_view(n) for n in listed]})
+
+
+async def node(request: web.Request, kube: port.KubePort | None, journal: Journal) -> web.Response:
+    name = request.match_info["name"]
+    if kube is None:
+        return web.json_response(
+            {"error": "no_cluster", "message": "Kubernetes access is not configured"}, status=404
+        )
+    try:
+        found = await kube.get_node(name)
+    except errors.NotFoundError:
+        return web.json_response({"error": "not_found", "message": f"node {name!r} not found"}, status=404)
+    except errors.KubeError as exc:
+        return web.json_response({"error": "kube_unavailable", "message": str(exc)}, status=503)
+    view = node_view(found)
+    view["journal"] = [
+        {"at": e.at, "class": e.fault_class, "reason": e.reason, "plan": e.plan["summary"]}
+        for e in await journal.entries(limit=50, node=name)
+    ]
+    view["outcomes"] = await journal.outcomes(node=name, limit=50)
+    return web.json_response(view)
+
+
+def breaker_view(gates: GateKeeper) -> dict[str, Any]:
+    breaker = gates.breaker
+    fleet = gates.fleet()
+    return {
+        "open": breaker.open,
+        "opened_at": breaker.opened_at.isoformat() if breaker.opened_at else None,
+        "reason": breaker.reason,
+        "nodes": fleet.total,
+        "quarantined": fleet.quarantined,
+    }
+
+
+async def breaker(request: web.Request, gates: GateKeeper | None) -> web.Response:
+    if gates is None:
+        return web.json_response(
+            {"error": "no_cluster", "message": "Kubernetes access is not configured"}, status=404
+        )
+    return web.json_response(breaker_view(gates))
+
+
+async def breaker_reset(request: web.Request, gates: GateKeeper | None) -> web.Response:
+    if gates is None:
+        return web.json_response(
+            {"error": "no_cluster", "message": "Kubernetes access is not configured"}, status=404
+        )
+    await gates.reset()
+    return web.json_response(breaker_view(gates))
