@@ -24,14 +24,19 @@ from rich.table import Table
 
 from app import explain as explaining
 from app import runtime
+from app.agent import main as agent_main
 from app.config.errors import ConfigError
 from app.config.settings import load_settings
 from app.ingest import signals
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["agent"]:
+        # The agent is its own deployable with its own flags; it parses the rest of the line itself.
+        return agent_main.main_agent(args_list[1:])
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_list)
     try:
         code: int = args.run(args)
     except ConfigError as exc:
@@ -58,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", default=None, help="journal what would be done, write nothing"
     )
     serve.set_defaults(run=_serve)
+
+    agent = sub.add_parser(
+        "agent",
+        help="run the node-local NVML collector (DaemonSet); `sickbay agent --help` for its flags",
+        add_help=False,
+    )
+    agent.set_defaults(run=lambda _: 2)
 
     breaker = sub.add_parser("breaker", help="show or reset the blast-radius breaker of a running service")
     breaker.add_argument("action", choices=("status", "reset"))
