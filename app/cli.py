@@ -7,6 +7,7 @@ Subcommands parse their arguments, load settings, and call into `runtime` (serve
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import os
@@ -25,9 +26,12 @@ from rich.table import Table
 from app import explain as explaining
 from app import runtime
 from app.agent import main as agent_main
+from app.classify.signals import Rules
 from app.config.errors import ConfigError
 from app.config.settings import load_settings
+from app.domain import Signal
 from app.ingest import signals
+from app.kube import client as kube_client
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         "payload", type=Path, help="Alertmanager webhook JSON (version 4) or agent GPU events"
     )
     explain.add_argument("--format", choices=("table", "json"), default="table")
+    explain.add_argument("--kubeconfig", help="read the cluster (read-only) to plan exactly as serve would")
     explain.set_defaults(run=_explain)
     return parser
 
@@ -162,12 +167,24 @@ def _explain(args: argparse.Namespace) -> int:
     except explaining.ExplainError as exc:
         print(f"sickbay: {args.payload}: {exc}", file=sys.stderr)
         return 2
-    items = explaining.explain(batch, rules_=rules_, now=now)
+    items = asyncio.run(_explain_with_cluster(batch, rules_=rules_, now=now, kubeconfig=args.kubeconfig))
     if args.format == "json":
         print(explaining.to_json(items))
         return 0
     _print_table(items)
     return 0
+
+
+async def _explain_with_cluster(
+    batch: list[Signal], *, rules_: Rules, now: datetime, kubeconfig: str | None
+) -> list[explaining.Explained]:
+    if kubeconfig is None:
+        return await explaining.explain(batch, rules_=rules_, now=now)
+    kube = await kube_client.connect(kubeconfig=kubeconfig)
+    try:
+        return await explaining.explain(batch, rules_=rules_, now=now, kube=kube)
+    finally:
+        await kube.close()
 
 
 def _print_table(items: list[explaining.Explained]) -> None:

@@ -13,10 +13,12 @@ from typing import Any
 
 import pydantic
 
+from app.act import observe
 from app.classify import signals as classify
 from app.decide import plans
 from app.domain import Fault, Plan, Signal
 from app.ingest import bodies, payloads, signals
+from app.kube import port
 from app.store import codec
 
 
@@ -55,12 +57,25 @@ def parse_payload(raw: bytes, *, keys: signals.NodeKeys, now: datetime, max_dept
         raise ExplainError(f"invalid payload: {exc}") from None
 
 
-def explain(batch: list[Signal], *, rules_: classify.Rules, now: datetime | None = None) -> list[Explained]:
+async def explain(
+    batch: list[Signal],
+    *,
+    rules_: classify.Rules,
+    now: datetime | None = None,
+    kube: port.KubePort | None = None,
+) -> list[Explained]:
+    """Classify and plan each signal; with `kube`, read the cluster exactly as `serve` would (no writes)."""
     moment = now or datetime.now(UTC)
     out = []
     for signal in batch:
         fault = classify.classify(signal, rules_=rules_, context=[s for s in batch if s is not signal])
-        out.append(Explained(fault=fault, plan=plans.plan_for(fault, policy=rules_.policy, now=moment)))
+        situation = (
+            await observe.situation_of(fault, kube=kube, journal=None, policy=rules_.policy, now=moment)
+            if signal.firing
+            else None
+        )
+        plan = plans.plan_for(fault, policy=rules_.policy, now=moment, situation=situation)
+        out.append(Explained(fault=fault, plan=plan))
     return out
 
 

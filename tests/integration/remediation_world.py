@@ -1,0 +1,185 @@
+"""A running Sickbay against the simulated API server, for the remediation tests.
+
+The service is the real aiohttp app with the real `KubeClient` talking HTTP to `KubeApiServer`; the
+tests post alerts to the webhook and read the cluster back through the official client and kubectl.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+from kubernetes.aio import client as aclient
+from kubernetes.aio import config as aconfig
+
+from app.config.settings import RULES_DIR, load_settings
+from app.kube import client as kube_client
+from app.kube.retries import RetryPolicy
+from app.runtime import SERVICES, Services, build_app
+from app.sim.kubeapi import KubeApiServer
+from tests.payloads import alert, webhook
+
+SEED = Path(__file__).resolve().parents[1] / "fixtures" / "gang-cluster.yaml"
+
+
+class Spy:
+    """Wraps the kube port and records every call in order: (method, first argument)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.calls: list[tuple[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not callable(attr) or name.startswith("_"):
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            first = args[0] if args else next(iter(kwargs.values()), None)
+            self.calls.append((name, getattr(first, "node", first)))
+            return await attr(*args, **kwargs)
+
+        return call
+
+
+class Clock:
+    """Sickbay's wall clock, movable by tests (healthy-delay, allocatable grace)."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta(0)
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def advance(self, delta: timedelta) -> None:
+        self.offset += delta
+
+
+@dataclass
+class World:
+    sim: KubeApiServer
+    client: TestClient[Any, Any]
+    spy: Spy
+    clock: Clock
+    kubeconfig: Path
+    tmp: Path
+    core: Any
+    counter: list[int] = field(default_factory=lambda: [0])
+
+    @property
+    def services(self) -> Services:
+        return self.client.app[SERVICES]
+
+    async def post_alert(self, **labels: str) -> dict[str, Any]:
+        self.counter[0] += 1
+        fingerprint = labels.pop("fingerprint", f"fp{self.counter[0]:06d}")
+        status = labels.pop("status", "firing")
+        body = webhook(alert(fingerprint=fingerprint, status=status, **labels))
+        response = await self.client.post("/api/v1/alerts", data=json.dumps(body), headers={"Content-Type": "application/json"})
+        assert response.status == 200, await response.text()
+        return dict(await response.json())
+
+    async def node(self, name: str) -> Any:
+        """The Node as the official client reads it."""
+        return await self.core.read_node(name)
+
+    async def pods(self, namespace: str | None = None, **selectors: str) -> list[Any]:
+        if namespace:
+            found = await self.core.list_namespaced_pod(namespace, **selectors)
+        else:
+            found = await self.core.list_pod_for_all_namespaces(**selectors)
+        return [p for p in found.items if not p.metadata.deletion_timestamp]
+
+    async def events(self, reason: str) -> list[Any]:
+        found = await self.core.list_event_for_all_namespaces()
+        return [e for e in found.items if e.reason == reason]
+
+    async def kubectl(self, *args: str) -> str:
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), KUBECACHEDIR=str(self.tmp / "kube-cache"))
+        proc = await asyncio.create_subprocess_exec(
+            "kubectl", *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0, err.decode()
+        return out.decode()
+
+    async def reconcile(self) -> None:
+        reconciler = self.services.reconciler
+        assert reconciler is not None
+        await reconciler.run_once()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], *, timeout: float = 15.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if await check():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def write_policy(tmp: Path, **sections: dict[str, Any]) -> Path:
+    """The shipped policy with some sections overridden (shallow per section)."""
+    import yaml
+
+    data = yaml.safe_load((RULES_DIR / "policy.yaml").read_text())
+    for key, value in sections.items():
+        data[key] = {**data.get(key, {}), **value}
+    path = tmp / "policy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@contextlib.asynccontextmanager
+async def open_world(
+    tmp: Path,
+    *,
+    seed: Path | str | dict[str, Any] = SEED,
+    policy: Path | None = None,
+    dry_run: bool = False,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = 5.0,
+) -> AsyncIterator[World]:
+    async with KubeApiServer(seed=seed) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp / "kubeconfig")
+        kube = await kube_client.connect(
+            kubeconfig=str(kubeconfig),
+            retry=retry or RetryPolicy(attempts=8, base=0.01, cap=0.1, timeout=request_timeout),
+            qps=1000,
+            burst=1000,
+        )
+        spy = Spy(kube)
+        clock = Clock()
+        settings = load_settings(
+            auth={"mode": "none"},
+            inbox={"path": tmp / "sickbay.db"},
+            identity="sickbay-test-0",
+            reconcile_interval_s=3600,
+            dry_run=dry_run,
+            **({"policy_file": policy} if policy else {}),
+        )
+        app = build_app(settings, kube=spy, clock=clock)  # type: ignore[arg-type]
+        client = TestClient(TestServer(app))
+        await client.start_server()
+        configuration = aclient.Configuration()
+        await aconfig.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+        reader = aclient.ApiClient(configuration)
+        try:
+            yield World(
+                sim=sim, client=client, spy=spy, clock=clock, kubeconfig=kubeconfig, tmp=tmp,
+                core=aclient.CoreV1Api(reader),
+            )
+        finally:
+            await client.close()
+            await kube.close()
+            await reader.close()
