@@ -20,7 +20,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app import api, pipeline
+from app import alertsync, api, pipeline
 from app.act.drain import Drainer
 from app.act.executor import Executor
 from app.act.gatekeeper import GateKeeper
@@ -289,6 +289,10 @@ async def _start_leading(services: Services) -> None:
         services.tasks.append(
             asyncio.create_task(_guarded(lambda: _reconcile_forever(services), "reconcile"), name="reconcile")
         )
+    if services.settings.alertmanager_url:
+        services.tasks.append(
+            asyncio.create_task(_guarded(lambda: _sync_alerts_forever(services), "alert-sync"), name="alert-sync")
+        )
 
 
 async def _stop_leading(services: Services) -> None:
@@ -326,6 +330,27 @@ async def _reconcile_forever(services: Services) -> None:
     while True:
         await services.reconciler.run_once()
         await asyncio.sleep(services.settings.reconcile_interval_s)
+
+
+async def _sync_alerts_forever(services: Services) -> None:
+    """On becoming leader and then periodically: catch up with what Alertmanager says is firing."""
+    settings = services.settings
+    assert settings.alertmanager_url is not None
+    assert services.inbox is not None
+    assert services.journal is not None
+    while True:
+        try:
+            await alertsync.sync(
+                url=settings.alertmanager_url,
+                receiver=settings.alertmanager_receiver,
+                box=services.inbox,
+                book=services.journal,
+                keys=signals.NodeKeys(settings.node_label_keys),
+                clock=services.clock,
+            )
+        except alertsync.AlertSyncError as exc:
+            log.warning("alert reconciliation skipped: %s; will try again", exc)
+        await asyncio.sleep(settings.alertmanager_sync_interval_s)
 
 
 async def _guarded(run: Callable[[], Awaitable[None]], name: str) -> None:

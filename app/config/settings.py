@@ -128,6 +128,9 @@ class Settings(BaseSettings):
     reconcile_interval_s: float = Field(default=10.0, gt=0)
     # Alertmanager to reconcile against on becoming leader (GET /api/v2/alerts); none to skip.
     alertmanager_url: str | None = None
+    # Only alerts routed to this receiver are reconciled (Alertmanager's `receiver` filter); none for all.
+    alertmanager_receiver: str | None = "sickbay"
+    alertmanager_sync_interval_s: float = Field(default=300.0, gt=0)
     dry_run: bool = False
     pause: bool = False
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -109,14 +109,14 @@ def from_alert(
         fingerprint=alert.fingerprint,
         status=SignalStatus(alert.status),
         name=labels.get("alertname", "unnamed"),
-        starts_at=_utc(alert.starts_at),
+        starts_at=utc(alert.starts_at),
         received_at=received_at,
         node=find_node(labels, keys=keys, where=where),
         gpu=_int_label(labels, GPU_LABELS, where=where, what="GPU index", top=1023),
         uuid=_first(labels, UUID_LABELS),
         xid=_int_label(labels, XID_LABELS, where=where, what="XID", top=65535),
         pod=_pod(labels),
-        ends_at=_utc(ends_at) if ends_at else None,
+        ends_at=utc(ends_at) if ends_at else None,
         labels=freeze_mapping(labels),
         annotations=freeze_mapping(alert.annotations),
     )
@@ -138,7 +138,7 @@ def from_gpu_event(event: payloads.GpuEvent, *, received_at: datetime, where: st
         fingerprint=event.id,
         status=SignalStatus.FIRING,
         name=f"agent:{event.kind}",
-        starts_at=_utc(event.occurred_at),
+        starts_at=utc(event.occurred_at),
         received_at=received_at,
         node=node,
         gpu=event.gpu,
@@ -150,5 +150,5 @@ def from_gpu_event(event: payloads.GpuEvent, *, received_at: datetime, where: st
     )
 
 
-def _utc(moment: datetime) -> datetime:
+def utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -203,6 +203,15 @@ class Journal:
             rows = await cursor.fetchall()
         return [(fp, cls) for fp, cls, status in rows if status == "firing"]
 
+    async def firing_alerts(self) -> list[tuple[str, dict[str, Any]]]:
+        """(fingerprint, signal) of every Alertmanager alert whose latest journaled notification is firing."""
+        async with self._lock, self._db.execute(
+            "SELECT fingerprint, status, signal FROM faults WHERE id IN "
+            "(SELECT max(id) FROM faults WHERE source = 'alertmanager' GROUP BY fingerprint)"
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [(fp, json.loads(signal)) for fp, status, signal in rows if status == "firing"]
+
     async def get(self, key: str) -> str | None:
         async with self._lock, self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)) as cursor:
             row = await cursor.fetchone()
