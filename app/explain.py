@@ -9,9 +9,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
-
-import pydantic
 
 from app.act import observe
 from app.classify import signals as classify
@@ -32,27 +29,22 @@ class Explained:
     plan: Plan
 
 
-def parse_payload(raw: bytes, *, keys: signals.NodeKeys, now: datetime, max_depth: int = 16) -> list[Signal]:
+def parse_payload(raw: bytes, *, keys: signals.NodeKeys, now: datetime) -> list[Signal]:
+    """Validate a payload exactly as the webhook would: an Alertmanager webhook body or agent events."""
     try:
-        data: Any = bodies.parse_json(raw, max_depth=max_depth)
-    except bodies.Rejection as exc:
-        raise ExplainError(exc.message) from None
-    try:
-        if isinstance(data, dict) and "events" in data:
-            events = payloads.GpuEventsPayload.model_validate(data)
+        if b'"events"' in raw and b'"alerts"' not in raw:
+            events = bodies.decode(raw, payloads.GpuEventsPayload)
             return [
                 signals.from_gpu_event(e, received_at=now, where=f"events.{i}")
                 for i, e in enumerate(events.events)
             ]
-        alerts = payloads.AlertmanagerPayload.model_validate(data)
+        alerts = bodies.decode(raw, payloads.AlertmanagerPayload)
         return [
             signals.from_alert(a, keys=keys, received_at=now, where=f"alerts.{i}")
             for i, a in enumerate(alerts.alerts)
         ]
-    except pydantic.ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ExplainError(f"invalid payload: {where}: {first['msg']}") from None
+    except bodies.Rejection as exc:
+        raise ExplainError(f"invalid payload: {exc.message}") from None
     except signals.SignalError as exc:
         raise ExplainError(f"invalid payload: {exc}") from None
 

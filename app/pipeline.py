@@ -32,6 +32,13 @@ from app.store import codec, inbox, journal
 
 log = logging.getLogger(__name__)
 _BATCH = 1000
+_MAX_ATTEMPTS = 8
+
+
+class StoredRowError(ValueError):
+    """A stored row that can never be processed (it no longer validates); retrying cannot help."""
+
+
 # Signals Sickbay makes itself (capacity drops, risk scores) are stored as serialised Signals.
 INTERNAL_SOURCES = frozenset({SignalSource.ALLOCATABLE.value, SignalSource.PREDICTION.value})
 _NO_CLUSTER_NEEDED = frozenset({FaultClass.IGNORE, FaultClass.DEPENDS})
@@ -92,6 +99,7 @@ class Pipeline:
         self._metrics = metrics
         self._clock = clock
         self._slots = asyncio.Semaphore(settings.node_concurrency)
+        self._retry_at: dict[str | None, float] = {}  # node → event-loop time before which it backs off
         self.processed = 0
 
     async def run(self) -> None:
@@ -99,14 +107,18 @@ class Pipeline:
         while True:
             worked = await self.drain_once()
             if not worked:
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that races
+                # with the event being set, and the service would then never stop.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._inbox.arrived.wait(), timeout=self._settings.poll_interval_s)
+                    async with asyncio.timeout(self._settings.poll_interval_s):
+                        await self._inbox.arrived.wait()
                 self._inbox.arrived.clear()
 
     async def drain_once(self) -> int:
-        """Process every row pending now; return how many were taken."""
+        """Process every row pending now (except nodes backing off after an error); return how many."""
         taken = 0
         after = 0
+        loop = asyncio.get_running_loop()
         while True:
             rows = await self._inbox.pending(after_seq=after, limit=_BATCH)
             if not rows:
@@ -114,33 +126,59 @@ class Pipeline:
             after = rows[-1].seq
             by_node: dict[str | None, list[inbox.Row]] = defaultdict(list)
             for row in rows:
-                by_node[row.node].append(row)
+                if self._retry_at.get(row.node, 0.0) <= loop.time():
+                    by_node[row.node].append(row)
             await asyncio.gather(*(self._node_rows(node_rows) for node_rows in by_node.values()))
-            taken += len(rows)
+            taken += sum(len(r) for r in by_node.values())
         self._metrics.inbox_depth.set(await self._inbox.depth())
         return taken
 
     async def _node_rows(self, rows: Sequence[inbox.Row]) -> None:
+        """One node's rows, strictly in order; a row that fails stops its node's queue until it succeeds."""
         async with self._slots:
             done: list[int] = []
             for row in rows:
                 try:
                     await self.process(row)
-                except Exception as exc:  # one bad row must not stop the node's queue or the service
-                    log.exception("failed to process inbox row %d", row.seq)
+                except StoredRowError as exc:  # cannot get better by retrying: keep it, visibly, as failed
+                    log.error("inbox row %d can never be processed: %s", row.seq, exc)
                     self._metrics.pipeline_errors.inc()
-                    await self._inbox.mark(
-                        [row.seq], inbox.RowState.FAILED, error=f"{type(exc).__name__}: {exc}"
-                    )
+                    await self._inbox.mark([row.seq], inbox.RowState.FAILED, error=str(exc))
                     continue
+                except Exception as exc:  # a database or API hiccup: keep the row pending and retry it
+                    await self._retry_later(row, exc)
+                    break
                 done.append(row.seq)
+                self._retry_at.pop(row.node, None)
             await self._inbox.mark(done, inbox.RowState.DONE)
+
+    async def _retry_later(self, row: inbox.Row, exc: Exception) -> None:
+        self._metrics.pipeline_errors.inc()
+        attempts = row.attempts + 1
+        error = f"{type(exc).__name__}: {exc}"
+        if attempts >= _MAX_ATTEMPTS:
+            log.error("inbox row %d failed %d times, giving up: %s", row.seq, attempts, error)
+            await self._inbox.mark([row.seq], inbox.RowState.FAILED, error=error)
+            return
+        delay = min(2.0**attempts, 60.0)
+        log.warning(
+            "inbox row %d (node %s) failed, attempt %d of %d: %s; will retry in %.0fs",
+            row.seq,
+            row.node,
+            attempts,
+            _MAX_ATTEMPTS,
+            error,
+            delay,
+        )
+        self._retry_at[row.node] = asyncio.get_running_loop().time() + delay
+        with contextlib.suppress(Exception):  # if even this fails, the row simply stays pending
+            await self._inbox.mark([row.seq], inbox.RowState.PENDING, error=error)
 
     async def process(self, row: inbox.Row) -> Processed:
         try:
             signal = signal_of(row, keys=self._keys)
-        except (pydantic.ValidationError, signals.SignalError) as exc:
-            raise ValueError(f"stored row no longer validates: {exc}") from exc
+        except (pydantic.ValidationError, signals.SignalError, ValueError, KeyError) as exc:
+            raise StoredRowError(f"stored row no longer validates: {exc}") from exc
         context: list[Signal] = []
         if signal.node is not None:
             window = max(

@@ -118,13 +118,15 @@ async def _storage(app: web.Application) -> AsyncIterator[None]:
     services = app[SERVICES]
     settings = services.settings
     path = Path(settings.inbox.path)
+    write_lock = asyncio.Lock()
     box = await inbox.Inbox.open(
         path,
         max_batch_rows=settings.inbox.max_batch_rows,
         on_commit=services.metrics.commit_requests.observe,
+        write_lock=write_lock,
     )
-    journal_db = await inbox.connect(path)
-    services.inbox, services.journal = box, await journal.Journal.open(journal_db)
+    journal_db = await inbox.connect(path, durable=False)
+    services.inbox, services.journal = box, await journal.Journal.open(journal_db, write_lock=write_lock)
     log.info("inbox %s: %d pending rows to resume", path, await box.depth())
     try:
         yield

@@ -113,8 +113,6 @@ class Settings(BaseSettings):
     # Bearer by default and validated even when absent, so a service with no token refuses to start.
     auth: AuthSettings = Field(default_factory=AuthSettings.model_construct, validate_default=True)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
-    # The JSON nesting a payload may have before we refuse it; Alertmanager's own payloads need 4.
-    max_json_depth: int = Field(default=16, ge=4, le=256)
     node_label_keys: tuple[str, ...] = DEFAULT_NODE_LABELS
     policy_file: Path = RULES_DIR / "policy.yaml"
     xid_catalog_file: Path = RULES_DIR / "xid-catalog.yaml"

@@ -1,4 +1,4 @@
-"""Reading request bodies defensively: a size cap enforced while streaming, JSON with a nesting cap.
+"""Reading request bodies defensively: a size cap enforced while streaming, then one-pass JSON validation.
 
 A body over the limit is refused with 413 as soon as the declared length or the bytes read so far exceed
 it; it is never buffered whole.
@@ -6,13 +6,15 @@ it; it is never buffered whole.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+import pydantic
 from aiohttp import web
 
 _CHUNK = 64 * 1024
+_MAX_DETAILS = 20
+M = TypeVar("M", bound=pydantic.BaseModel)
 
 
 @dataclass(frozen=True)
@@ -48,47 +50,34 @@ async def read_limited(request: web.Request, *, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def parse_json(raw: bytes, *, max_depth: int) -> Any:
+def decode(raw: bytes, model: type[M]) -> M:
+    """Parse and validate in one pass (pydantic-core's JSON parser), mapping failures to 400 or 422.
+
+    Syntax problems are 400 (the body is not JSON we can read), schema problems 422 (JSON of the wrong
+    shape). The parser refuses nesting deeper than its recursion limit; the models themselves are flat.
+    """
     if not raw:
         raise Rejection(400, "empty_body", "the request body is empty; expected a JSON object")
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Rejection(
-            400, "bad_encoding", f"the body is not UTF-8: {exc.reason} at byte {exc.start}"
-        ) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise Rejection(
-            400, "malformed_json", f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    except RecursionError:
-        raise Rejection(400, "too_deep", f"JSON nesting exceeds the limit of {max_depth}") from None
-    depth = _max_depth(data, limit=max_depth)
-    if depth > max_depth:
-        raise Rejection(400, "too_deep", f"JSON nesting depth exceeds the limit of {max_depth}")
-    return data
+        return model.model_validate_json(raw)
+    except pydantic.ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        syntax = next((e for e in errors if e["type"] == "json_invalid"), None)
+        if syntax is None:
+            raise schema_rejection(exc) from None
+        message = str(syntax.get("ctx", {}).get("error", syntax["msg"]))
+        if "recursion limit" in message:
+            raise Rejection(400, "too_deep", f"JSON nesting is too deep: {message}") from None
+        if "unicode" in message or "utf-8" in message.lower():
+            raise Rejection(400, "bad_encoding", f"the body is not valid UTF-8 JSON: {message}") from None
+        raise Rejection(400, "malformed_json", f"malformed JSON: {message}") from None
 
 
-def _max_depth(data: Any, *, limit: int) -> int:
-    """Container depth of parsed JSON, walked iteratively and stopping once past `limit`.
-
-    The C parser itself gives up (RecursionError) on absurd nesting; this enforces the configured,
-    much smaller limit without recursion and without scanning scalars.
-    """
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        deepest = max(deepest, depth)
-        if deepest > limit:
-            return deepest
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return deepest
+def schema_rejection(exc: pydantic.ValidationError) -> Rejection:
+    details = [
+        {"loc": ".".join(str(p) for p in item["loc"]) or "(body)", "msg": item["msg"]}
+        for item in exc.errors(include_url=False)[:_MAX_DETAILS]
+    ]
+    first = details[0]
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return Rejection(422, "invalid_payload", f"{first['loc']}: {first['msg']}{more}", details)

@@ -95,6 +95,18 @@ def _pod(labels: dict[str, str]) -> PodRef | None:
     )
 
 
+def admit_alert(alert: payloads.AlertmanagerAlert, *, keys: NodeKeys, where: str) -> str | None:
+    """The checks `from_alert` makes, without building the Signal: what the webhook's hot path needs.
+
+    Returns the node the alert is about; raises SignalError for a bad node name, XID or GPU index.
+    """
+    labels = alert.labels
+    node = find_node(labels, keys=keys, where=where)
+    _int_label(labels, GPU_LABELS, where=where, what="GPU index", top=1023)
+    _int_label(labels, XID_LABELS, where=where, what="XID", top=65535)
+    return node
+
+
 def from_alert(
     alert: payloads.AlertmanagerAlert,
     *,

@@ -87,14 +87,18 @@ class _Pending:
     done: asyncio.Future[Appended]
 
 
-async def connect(path: Path) -> aiosqlite.Connection:
-    """Open the shared SQLite file in WAL mode with full fsync on commit."""
+async def connect(path: Path, *, durable: bool = True) -> aiosqlite.Connection:
+    """Open the shared SQLite file in WAL mode.
+
+    `durable`: FULL sync, the WAL is fsynced at every commit, so an acknowledged alert survives power
+    loss, not only a process crash (group commit keeps this affordable). The journal's connection uses
+    NORMAL: its rows are derived from inbox rows that stay pending until processed, and WAL frames are
+    written in order, so a power cut can only lose the newest journal rows along with their "done" marks.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     db = await aiosqlite.connect(path, isolation_level=None)
     await db.execute("PRAGMA journal_mode=WAL")
-    # FULL: the WAL is fsynced at every commit, so an acknowledged alert survives power loss, not only
-    # a process crash. Group commit is what keeps this affordable.
-    await db.execute("PRAGMA synchronous=FULL")
+    await db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
     await db.execute("PRAGMA busy_timeout=10000")
     return db
 
@@ -108,8 +112,13 @@ class Inbox:
         *,
         max_batch_rows: int = 5000,
         on_commit: Callable[[int], None] | None = None,
+        write_lock: asyncio.Lock | None = None,
     ) -> None:
         self._db = db
+        # Shared with the journal's connection: SQLite's own busy handler sleeps and retries, which starves
+        # the journal behind back-to-back group commits; a FIFO asyncio lock takes turns fairly instead.
+        self._write_lock = write_lock or asyncio.Lock()
+        self._inflight: list[_Pending] = []
         self._on_commit = on_commit
         self._max_batch_rows = max_batch_rows
         self._queue: list[_Pending] = []
@@ -122,12 +131,17 @@ class Inbox:
 
     @classmethod
     async def open(
-        cls, path: Path, *, max_batch_rows: int = 5000, on_commit: Callable[[int], None] | None = None
+        cls,
+        path: Path,
+        *,
+        max_batch_rows: int = 5000,
+        on_commit: Callable[[int], None] | None = None,
+        write_lock: asyncio.Lock | None = None,
     ) -> Inbox:
         """Open (creating if needed) the inbox; `on_commit` hears how many requests each commit carried."""
         db = await connect(path)
         await db.executescript(SCHEMA)
-        inbox = cls(db, max_batch_rows=max_batch_rows, on_commit=on_commit)
+        inbox = cls(db, max_batch_rows=max_batch_rows, on_commit=on_commit, write_lock=write_lock)
         inbox._writer = asyncio.create_task(inbox._write_loop(), name="inbox-writer")
         return inbox
 
@@ -138,10 +152,11 @@ class Inbox:
             self._writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
-        for pending in self._queue:
+        for pending in (*self._inflight, *self._queue):
             if not pending.done.done():
                 pending.done.set_exception(InboxClosedError("inbox closed before commit"))
         self._queue.clear()
+        self._inflight = []
         await self._db.close()
 
     async def append(self, records: Sequence[Record]) -> Appended:
@@ -161,6 +176,7 @@ class Inbox:
             self._wakeup.clear()
             while self._queue:
                 batch = self._take_batch()
+                self._inflight = batch  # so close() can fail these callers if it cancels the commit
                 try:
                     results = await self._commit(batch)
                 except Exception as exc:  # disk full, I/O error: fail these callers (503), keep serving
@@ -172,6 +188,7 @@ class Inbox:
                 for pending, result in zip(batch, results, strict=True):
                     if not pending.done.done():
                         pending.done.set_result(result)
+                self._inflight = []
                 if any(r.stored for r in results):
                     self.arrived.set()
 
@@ -186,7 +203,7 @@ class Inbox:
 
     async def _commit(self, batch: Sequence[_Pending]) -> list[Appended]:
         results: list[Appended] = []
-        async with self._lock:
+        async with self._write_lock, self._lock:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
                 for pending in batch:
@@ -225,7 +242,7 @@ class Inbox:
     async def mark(self, seqs: Sequence[int], state: RowState, *, error: str | None = None) -> None:
         if not seqs:
             return
-        async with self._lock:
+        async with self._write_lock, self._lock:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
                 await self._db.executemany(

@@ -74,21 +74,22 @@ class Entry:
 
 
 class Journal:
-    def __init__(self, db: aiosqlite.Connection) -> None:
+    def __init__(self, db: aiosqlite.Connection, *, write_lock: asyncio.Lock | None = None) -> None:
         self._db = db
         self._lock = asyncio.Lock()
+        self._write_lock = write_lock or asyncio.Lock()  # shared with the inbox: see Inbox
 
     @classmethod
-    async def open(cls, db: aiosqlite.Connection) -> Journal:
+    async def open(cls, db: aiosqlite.Connection, *, write_lock: asyncio.Lock | None = None) -> Journal:
         await db.executescript(SCHEMA)
-        return cls(db)
+        return cls(db, write_lock=write_lock)
 
     async def record(
         self, *, inbox_seq: int | None, fault: Fault, plan: Plan, workload: str | None = None
     ) -> tuple[int, bool]:
         """Journal a fault and its plan; returns its id and False when this row was journaled before (a replay)."""
         signal = fault.signal
-        async with self._lock:
+        async with self._write_lock, self._lock:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
                 cursor = await self._db.execute(
@@ -128,7 +129,7 @@ class Journal:
     async def record_outcomes(self, fault_id: int | None, outcomes: Sequence[Outcome]) -> None:
         if not outcomes:
             return
-        async with self._lock:
+        async with self._write_lock, self._lock:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
                 await self._db.executemany(
@@ -205,10 +206,13 @@ class Journal:
 
     async def firing_alerts(self) -> list[tuple[str, dict[str, Any]]]:
         """(fingerprint, signal) of every Alertmanager alert whose latest journaled notification is firing."""
-        async with self._lock, self._db.execute(
-            "SELECT fingerprint, status, signal FROM faults WHERE id IN "
-            "(SELECT max(id) FROM faults WHERE source = 'alertmanager' GROUP BY fingerprint)"
-        ) as cursor:
+        async with (
+            self._lock,
+            self._db.execute(
+                "SELECT fingerprint, status, signal FROM faults WHERE id IN "
+                "(SELECT max(id) FROM faults WHERE source = 'alertmanager' GROUP BY fingerprint)"
+            ) as cursor,
+        ):
             rows = await cursor.fetchall()
         return [(fp, json.loads(signal)) for fp, status, signal in rows if status == "firing"]
 
@@ -218,7 +222,7 @@ class Journal:
         return str(row[0]) if row else None
 
     async def put(self, key: str, value: str) -> None:
-        async with self._lock:
+        async with self._write_lock, self._lock:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
                 await self._db.execute(

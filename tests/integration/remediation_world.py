@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import yaml
 from aiohttp.test_utils import TestClient, TestServer
 from kubernetes.aio import client as aclient
 from kubernetes.aio import config as aconfig
@@ -84,7 +85,9 @@ class World:
         fingerprint = labels.pop("fingerprint", f"fp{self.counter[0]:06d}")
         status = labels.pop("status", "firing")
         body = webhook(alert(fingerprint=fingerprint, status=status, **labels))
-        response = await self.client.post("/api/v1/alerts", data=json.dumps(body), headers={"Content-Type": "application/json"})
+        response = await self.client.post(
+            "/api/v1/alerts", data=json.dumps(body), headers={"Content-Type": "application/json"}
+        )
         assert response.status == 200, await response.text()
         return dict(await response.json())
 
@@ -118,7 +121,9 @@ class World:
         await reconciler.run_once()
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], *, timeout: float = 15.0, what: str = "condition") -> None:
+async def eventually(
+    check: Callable[[], Awaitable[bool]], *, timeout: float = 15.0, what: str = "condition"
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         if await check():
@@ -130,8 +135,6 @@ async def eventually(check: Callable[[], Awaitable[bool]], *, timeout: float = 1
 
 def write_policy(tmp: Path, **sections: dict[str, Any]) -> Path:
     """The shipped policy with some sections overridden (shallow per section)."""
-    import yaml
-
     data = yaml.safe_load((RULES_DIR / "policy.yaml").read_text())
     for key, value in sections.items():
         data[key] = {**data.get(key, {}), **value}
@@ -176,7 +179,12 @@ async def open_world(
         reader = aclient.ApiClient(configuration)
         try:
             yield World(
-                sim=sim, client=client, spy=spy, clock=clock, kubeconfig=kubeconfig, tmp=tmp,
+                sim=sim,
+                client=client,
+                spy=spy,
+                clock=clock,
+                kubeconfig=kubeconfig,
+                tmp=tmp,
                 core=aclient.CoreV1Api(reader),
             )
         finally:

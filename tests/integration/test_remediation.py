@@ -26,10 +26,21 @@ def sickbay_taints(node: object) -> list[tuple[str, str, str]]:
     return [(t.key, t.value, t.effect) for t in taints if t.key.startswith("sickbay.io/")]
 
 
-async def test_fatal_xid_quarantines_in_one_read_one_write_evicts_and_restarts_the_gang(tmp_path: Path) -> None:
+async def test_fatal_xid_quarantines_in_one_read_one_write_evicts_and_restarts_the_gang(
+    tmp_path: Path,
+) -> None:
     async with open_world(tmp_path) as world:
-        rank0 = (await world.pods("training", label_selector="jobset.sigs.k8s.io/jobset-name=llm", field_selector="spec.nodeName=gpu-00"))[0]
-        others = {p.metadata.name for p in await world.pods("training", label_selector="jobset.sigs.k8s.io/jobset-name=llm")} - {rank0.metadata.name}
+        rank0 = (
+            await world.pods(
+                "training",
+                label_selector="jobset.sigs.k8s.io/jobset-name=llm",
+                field_selector="spec.nodeName=gpu-00",
+            )
+        )[0]
+        others = {
+            p.metadata.name
+            for p in await world.pods("training", label_selector="jobset.sigs.k8s.io/jobset-name=llm")
+        } - {rank0.metadata.name}
         assert len(others) == 3
         world.spy.calls.clear()
         await world.post_alert(node="gpu-00", xid="79", gpu="3")
@@ -48,7 +59,10 @@ async def test_fatal_xid_quarantines_in_one_read_one_write_evicts_and_restarts_t
         assert (condition.status, condition.reason) == ("False", "RebootNode")
 
         async def gang_gone() -> bool:
-            left = {p.metadata.name for p in await world.pods("training", label_selector="jobset.sigs.k8s.io/jobset-name=llm")}
+            left = {
+                p.metadata.name
+                for p in await world.pods("training", label_selector="jobset.sigs.k8s.io/jobset-name=llm")
+            }
             return not left & (others | {rank0.metadata.name})
 
         await eventually(gang_gone, what="the whole gang restarted")
@@ -60,7 +74,8 @@ async def test_fatal_xid_quarantines_in_one_read_one_write_evicts_and_restarts_t
         assert restarted == others
         assert await world.events("SickbayQuarantined")
         await eventually(
-            lambda: _has_event(world, "SickbayRemediationRequested"), what="remediation requested after the drain"
+            lambda: _has_event(world, "SickbayRemediationRequested"),
+            what="remediation requested after the drain",
         )
         table = await world.kubectl("get", "nodes", "gpu-00")
         assert "SchedulingDisabled" in table
@@ -78,10 +93,14 @@ async def test_pdb_makes_the_eviction_wait_and_retry_never_delete(tmp_path: Path
         before = await world.pods("inference")
         assert len(before) == 1
         await world.post_alert(node="gpu-05", xid="95", gpu="0", sickbay_class="reset-gpu")
-        await eventually(lambda: _has_event(world, "SickbayEvictionBlocked"), timeout=20, what="eviction given up")
+        await eventually(
+            lambda: _has_event(world, "SickbayEvictionBlocked"), timeout=20, what="eviction given up"
+        )
         counters = world.sim.counters()
         assert counters["evictions"].get("refused", 0) >= 2, counters
-        assert counters["requests"].get("delete", {}).get("pods", 0) == 0, "a PDB-blocked pod is never deleted"
+        assert counters["requests"].get("delete", {}).get("pods", 0) == 0, (
+            "a PDB-blocked pod is never deleted"
+        )
         after = await world.pods("inference")
         assert [p.metadata.uid for p in after] == [p.metadata.uid for p in before]
 
@@ -90,7 +109,12 @@ async def test_app_xid_restarts_with_backoff_and_escalates_only_under_two_worklo
     async with open_world(tmp_path) as world:
         world.spy.calls.clear()
         await world.post_alert(
-            node="gpu-06", xid="13", gpu="1", sickbay_class="restart-workload", namespace="training", pod="solo-a"
+            node="gpu-06",
+            xid="13",
+            gpu="1",
+            sickbay_class="restart-workload",
+            namespace="training",
+            pod="solo-a",
         )
         await eventually(lambda: _has_event(world, "SickbayRestarted"), what="solo-a restarted")
         assert not await world.pods("training", field_selector="metadata.name=solo-a")
@@ -98,7 +122,12 @@ async def test_app_xid_restarts_with_backoff_and_escalates_only_under_two_worklo
         assert not await unschedulable(world, "gpu-06")
 
         await world.post_alert(
-            node="gpu-06", xid="13", gpu="1", sickbay_class="restart-workload", namespace="training", pod="solo-b"
+            node="gpu-06",
+            xid="13",
+            gpu="1",
+            sickbay_class="restart-workload",
+            namespace="training",
+            pod="solo-b",
         )
         await eventually(lambda: unschedulable(world, "gpu-06"), what="quarantine after a second workload")
         node = await world.node("gpu-06")
@@ -108,7 +137,13 @@ async def test_app_xid_restarts_with_backoff_and_escalates_only_under_two_worklo
 
 async def test_storm_opens_the_breaker_and_journals_every_signal(tmp_path: Path) -> None:
     policy = write_policy(
-        tmp_path, budgets={"max_fraction": 0.2, "max_nodes": 100, "per_pool_max_fraction": 1.0, "per_pool_max_nodes": 100}
+        tmp_path,
+        budgets={
+            "max_fraction": 0.2,
+            "max_nodes": 100,
+            "per_pool_max_fraction": 1.0,
+            "per_pool_max_nodes": 100,
+        },
     )
     async with open_world(tmp_path, policy=policy) as world:
         await world.reconcile()  # the gates learn the fleet: 10 nodes, so at most 2 quarantined
@@ -141,16 +176,25 @@ async def test_release_removes_exactly_what_sickbay_added(tmp_path: Path) -> Non
         # An operator's own taint and label must survive the whole cycle.
         await world.core.patch_node(
             "gpu-08",
-            {"metadata": {"labels": {"team": "infra"}}, "spec": {"taints": [{"key": "team/maint", "value": "x", "effect": "PreferNoSchedule"}]}},
+            {
+                "metadata": {"labels": {"team": "infra"}},
+                "spec": {"taints": [{"key": "team/maint", "value": "x", "effect": "PreferNoSchedule"}]},
+            },
         )
         before = await world.node("gpu-08")
-        await world.post_alert(node="gpu-08", xid="95", gpu="2", sickbay_class="reset-gpu", fingerprint="rel1")
+        await world.post_alert(
+            node="gpu-08", xid="95", gpu="2", sickbay_class="reset-gpu", fingerprint="rel1"
+        )
         await eventually(lambda: _state_is(world, "gpu-08", "remediating"), what="remediation requested")
         node = await world.node("gpu-08")
         assert node.metadata.annotations[footprint.REMEDIATION_REQUESTED] == "reset-gpu"
         # External automation resets the GPU and says so; the alert resolves.
-        await world.core.patch_node("gpu-08", {"metadata": {"annotations": {footprint.REMEDIATION_DONE: "reset-gpu"}}})
-        await world.post_alert(node="gpu-08", xid="95", gpu="2", sickbay_class="reset-gpu", fingerprint="rel1", status="resolved")
+        await world.core.patch_node(
+            "gpu-08", {"metadata": {"annotations": {footprint.REMEDIATION_DONE: "reset-gpu"}}}
+        )
+        await world.post_alert(
+            node="gpu-08", xid="95", gpu="2", sickbay_class="reset-gpu", fingerprint="rel1", status="resolved"
+        )
         await eventually(lambda: _journaled(world, 2), what="the resolved notification journaled")
         await world.reconcile()
         assert await _state_is(world, "gpu-08", "verifying")
@@ -160,7 +204,9 @@ async def test_release_removes_exactly_what_sickbay_added(tmp_path: Path) -> Non
         await world.reconcile()
         after = await world.node("gpu-08")
         assert not after.spec.unschedulable
-        assert [(t.key, t.value, t.effect) for t in after.spec.taints or []] == [("team/maint", "x", "PreferNoSchedule")]
+        assert [(t.key, t.value, t.effect) for t in after.spec.taints or []] == [
+            ("team/maint", "x", "PreferNoSchedule")
+        ]
         assert {k: v for k, v in after.metadata.labels.items()} == dict(before.metadata.labels)
         assert not [k for k in (after.metadata.annotations or {}) if k.startswith("sickbay.io/")]
         condition = next(c for c in after.status.conditions if c.type == "GpuHealthy")

@@ -1,0 +1,43 @@
+"""A simulated Kubernetes API server for tests and the demo, spoken to by the official client and kubectl.
+
+No real API server can run on the machines Sickbay is developed on, so this one reproduces the semantics
+Sickbay depends on rather than a convenient subset: resourceVersion conflicts, selectors, strategic merge
+by Kubernetes' real merge keys, status subresources, the eviction subresource against
+PodDisruptionBudgets (with the disruption controller's arithmetic), Leases, Events. It is test and demo
+infrastructure only; production code never imports it.
+
+    async with KubeApiServer(seed=EXAMPLE_SEED, pod_termination_s=0.2) as api:
+        api.write_kubeconfig(tmp / "kubeconfig")          # kubectl and kubernetes.config use it as is
+        api.configure_faults(FaultConfig(error_rate=0.2, kinds=("429", "500"), seed=1))
+        api.counters()                                    # {"requests": {"get": {"nodes": 1}}, ...}
+
+Not simulated (a request for them fails loudly rather than pretending): watch (405), server-side apply
+(415), OpenAPI documents (kubectl create/apply need --validate=false), managedFields, events.k8s.io/v1,
+a scheduler, and controllers other than the disruption controller. There is no kubelet: pods move to
+Running when a test writes their status, and `pod_termination_s` stands in for the kubelet confirming a
+graceful deletion. Namespace deletion is immediate. Continue tokens page through current state, not a
+snapshot. Requests without credentials are served as the anonymous user (kubectl sends no bearer token
+over plain HTTP); a wrong token is 401.
+"""
+
+from app.sim.kubeapi.faults import FaultConfig, FaultKind
+from app.sim.kubeapi.kubeconfig import DEFAULT_TOKEN, write_kubeconfig
+from app.sim.kubeapi.seed import SeedError, expand_seed, read_seed_file
+from app.sim.kubeapi.server import KubeApiServer, build_app, load_seed, run
+
+EXAMPLE_SEED = __file__.rsplit("/", 1)[0] + "/examples/small-cluster.yaml"
+
+__all__ = [
+    "DEFAULT_TOKEN",
+    "EXAMPLE_SEED",
+    "FaultConfig",
+    "FaultKind",
+    "KubeApiServer",
+    "SeedError",
+    "build_app",
+    "expand_seed",
+    "load_seed",
+    "read_seed_file",
+    "run",
+    "write_kubeconfig",
+]

@@ -1,0 +1,77 @@
+"""The simulator's own endpoints under /_sim: fault injection, counters, extra seed objects.
+
+Tests and benchmarks steer a running simulator through these without restarting it. They are outside the
+Kubernetes URL space, need no token, are never counted and never faulted.
+
+    GET/POST/DELETE /_sim/faults   read, replace or clear the FaultConfig (JSON, see faults.FaultConfig)
+    GET/DELETE      /_sim/counters read or reset the request counters
+    POST            /_sim/objects  load more objects (a seed document, JSON or YAML)
+"""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from aiohttp import web
+
+from app.sim.kubeapi import seed
+from app.sim.kubeapi.errors import ApiError
+from app.sim.kubeapi.faults import FaultConfig
+from app.sim.kubeapi.handlers import error_response, json_response
+from app.sim.kubeapi.state import STATE
+
+
+async def get_faults(request: web.Request) -> web.Response:
+    return json_response(request.app[STATE].faults.config.to_json())
+
+
+async def set_faults(request: web.Request) -> web.Response:
+    try:
+        data = json.loads(await request.read() or b"{}")
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object")
+        config = FaultConfig.from_json(data)
+    except (ValueError, TypeError) as error:
+        return error_response(ApiError(400, "BadRequest", message=f"invalid fault config: {error}"))
+    request.app[STATE].faults.configure(config)
+    return json_response(config.to_json())
+
+
+async def clear_faults(request: web.Request) -> web.Response:
+    request.app[STATE].faults.configure(FaultConfig())
+    return json_response(FaultConfig().to_json())
+
+
+async def get_counters(request: web.Request) -> web.Response:
+    return json_response(request.app[STATE].counters.snapshot())
+
+
+async def reset_counters(request: web.Request) -> web.Response:
+    counters = request.app[STATE].counters
+    counters.reset()
+    return json_response(counters.snapshot())
+
+
+async def load_objects(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    try:
+        document = yaml.safe_load(await request.read())
+        objects = seed.expand_seed(document or {}, store=state.registry.store)
+        loaded = seed.load_objects(state.registry, objects)
+    except seed.SeedError as error:
+        return error_response(ApiError(400, "BadRequest", message=str(error)))
+    except ApiError as error:
+        return error_response(error)
+    except yaml.YAMLError as error:
+        return error_response(ApiError(400, "BadRequest", message=f"not YAML or JSON: {error}"))
+    return json_response({"loaded": loaded})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/_sim/faults", get_faults)
+    app.router.add_post("/_sim/faults", set_faults)
+    app.router.add_delete("/_sim/faults", clear_faults)
+    app.router.add_get("/_sim/counters", get_counters)
+    app.router.add_delete("/_sim/counters", reset_counters)
+    app.router.add_post("/_sim/objects", load_objects)

@@ -1,0 +1,364 @@
+"""Kubernetes write semantics over the store: create, update, patch and delete as kube-apiserver does them.
+
+What lives here is exactly what a fake tends to get wrong: resourceVersion preconditions (409), server-owned
+metadata a client cannot overwrite, a main endpoint that ignores status and a /status endpoint that ignores
+everything else, generation bumps, no-op writes that keep the resourceVersion, finalizers and graceful pod
+deletion, and the disruption controller re-run after every write that changes a budget. Every public
+method is synchronous, so each request's read-modify-write is atomic on the event loop.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from app.sim.kubeapi import controllers, errors, pods
+from app.sim.kubeapi.patches import apply_json_patch, apply_merge_patch
+from app.sim.kubeapi.patchmeta import rules_for
+from app.sim.kubeapi.resources import NAMESPACES, PODS, JsonObj, Ref, ResourceType
+from app.sim.kubeapi.selectors import FieldSelector, LabelSelector
+from app.sim.kubeapi.store import Store
+from app.sim.kubeapi.strategic import apply_strategic_merge_patch
+from app.sim.kubeapi.validation import check_object
+
+# Runs a callback after a delay; the server backs it with the event loop and cancels pending ones on stop.
+Scheduler = Callable[[float, Callable[[], None]], None]
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+_SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+_NODE_INFO_KEYS = (
+    "machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion",
+    "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture",
+)  # fmt: skip
+
+
+def field_value(obj: JsonObj, label: str) -> str:
+    """The string a field selector compares against; absent booleans read "false" as in Kubernetes."""
+    if label == "source":
+        return str((obj.get("source") or {}).get("component", ""))
+    node: Any = obj
+    for part in label.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, bool) or label in ("spec.unschedulable", "spec.hostNetwork"):
+        return "true" if node else "false"
+    return "" if node is None else str(node)
+
+
+def _typed_body(rt: ResourceType, body: Any) -> JsonObj:
+    """A copy of the request body with kind and apiVersion checked against the endpoint, then filled in."""
+    if not isinstance(body, dict):
+        raise errors.bad_request(f"the body of the request must be a {rt.kind} object")
+    obj = copy.deepcopy(body)
+    if obj.get("apiVersion") not in (None, "", rt.api_version):
+        raise errors.bad_request(
+            f"the API version in the data ({obj['apiVersion']}) does not match the expected API version "
+            f"({rt.api_version})"
+        )
+    if obj.get("kind") not in (None, "", rt.kind):
+        raise errors.bad_request(
+            f"the kind in the data ({obj['kind']}) does not match the expected kind ({rt.kind})"
+        )
+    obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
+    return obj
+
+
+def _default_for_create(rt: ResourceType, obj: JsonObj) -> None:
+    """Status sent on create is dropped, as the real create strategies do; nodes keep theirs."""
+    if rt is PODS:
+        pods.default_pod(obj)
+    elif rt is NAMESPACES:
+        obj["status"] = {"phase": "Active"}
+        obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+    elif rt.kind == "Node":
+        status = obj.setdefault("status", {})
+        status.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 0}})
+        status.setdefault("nodeInfo", dict.fromkeys(_NODE_INFO_KEYS, ""))
+    elif rt.has_status:
+        obj.pop("status", None)
+
+
+def _check_names(ref: Ref, meta: JsonObj) -> None:
+    if meta.get("name") and meta["name"] != ref.name:
+        raise errors.bad_request(
+            f"the name of the object ({meta['name']}) does not match the name on the URL ({ref.name})"
+        )
+    if ref.rt.namespaced and meta.get("namespace") and meta["namespace"] != ref.namespace:
+        raise errors.bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+
+
+class Registry:
+    def __init__(
+        self, store: Store, *, pod_termination_s: float = 0.0, schedule: Scheduler | None = None
+    ) -> None:
+        self.store = store
+        self.pod_termination_s = pod_termination_s
+        self._schedule = schedule
+
+    def list(
+        self, rt: ResourceType, *, namespace: str | None, labels: LabelSelector, fields: FieldSelector
+    ) -> list[JsonObj]:
+        found = []
+        for obj in self.store.items(rt, namespace=namespace):
+
+            def read(label: str, obj: JsonObj = obj) -> str:
+                return field_value(obj, label)
+
+            if labels.matches(obj["metadata"].get("labels")) and fields.matches(read):
+                found.append(obj)
+        return found
+
+    # -- create --------------------------------------------------------------------------------------------
+
+    def create(self, rt: ResourceType, body: Any, *, namespace: str, dry_run: bool = False) -> JsonObj:
+        obj = _typed_body(rt, body)
+        meta = obj.setdefault("metadata", {})
+        if rt.namespaced:
+            _check_names(Ref(rt, namespace=namespace, name=meta.get("name", "")), meta)
+            meta["namespace"] = namespace
+            if self.store.get(Ref(NAMESPACES, name=namespace)) is None:
+                raise errors.not_found(NAMESPACES, namespace)
+        else:
+            meta.pop("namespace", None)
+        if meta.get("resourceVersion"):
+            raise errors.internal("resourceVersion should not be set on objects to be created")
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = f"{meta['generateName']}{self.store.random_suffix()}"
+        for key in _SERVER_META:
+            meta.pop(key, None)
+        _default_for_create(rt, obj)
+        causes = check_object(rt, obj, old=None)
+        if causes:
+            raise errors.invalid(rt, str(meta.get("name") or ""), causes=causes)
+        if self.store.get(Ref(rt, namespace=namespace, name=meta["name"])) is not None:
+            raise errors.already_exists(rt, meta["name"])
+        meta["uid"] = self.store.new_uid()
+        meta["creationTimestamp"] = self.store.now()
+        if rt.has_generation:
+            meta["generation"] = 1
+        if dry_run:
+            return obj
+        stored = self.store.put(rt, obj)
+        self._after_write(rt, namespace)
+        return stored
+
+    def load(self, rt: ResourceType, obj: JsonObj) -> JsonObj:
+        """Insert a seed object as given (status included), filling only the server-owned fields it lacks."""
+        obj = copy.deepcopy(obj)
+        obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
+        meta = obj.setdefault("metadata", {})
+        if rt.namespaced:
+            meta.setdefault("namespace", "default")
+        meta.setdefault("uid", self.store.new_uid())
+        meta.setdefault("creationTimestamp", self.store.now())
+        if rt.has_generation:
+            meta.setdefault("generation", 1)
+        causes = check_object(rt, obj, old=None)
+        if causes:
+            raise errors.invalid(rt, str(meta.get("name") or ""), causes=causes)
+        if self.store.get(Ref(rt, namespace=meta.get("namespace", ""), name=meta["name"])) is not None:
+            raise errors.already_exists(rt, meta["name"])
+        stored = self.store.put(rt, obj)
+        self._after_write(rt, meta.get("namespace", ""))
+        return stored
+
+    # -- update and patch ----------------------------------------------------------------------------------
+
+    def update(
+        self, ref: Ref, body: Any, *, subresource: str | None = None, dry_run: bool = False
+    ) -> JsonObj:
+        current = self.store.require(ref)
+        proposed = _typed_body(ref.rt, body)
+        _check_names(ref, proposed.get("metadata") or {})
+        return self._commit(ref.rt, current, proposed=proposed, subresource=subresource, dry_run=dry_run)
+
+    def patch(
+        self,
+        ref: Ref,
+        patch: Any,
+        *,
+        content_type: str,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> JsonObj:
+        rt = ref.rt
+        current = self.store.require(ref)
+        if content_type == MERGE_PATCH:
+            if not isinstance(patch, dict):
+                raise errors.bad_request("merge patch must be a JSON object")
+            patched = apply_merge_patch(current, patch)
+        elif content_type == JSON_PATCH:
+            patched = apply_json_patch(current, patch)
+        elif content_type == STRATEGIC_PATCH:
+            rules = rules_for(rt.kind) if rt.builtin else None
+            if rules is None:  # custom resources have no Go struct tags to merge by
+                accepted = [JSON_PATCH, MERGE_PATCH, "application/apply-patch+yaml"]
+                raise errors.unsupported_media_type(content_type, accepted)
+            patched = apply_strategic_merge_patch(current, patch, rules=rules)
+        else:
+            raise errors.unsupported_media_type(content_type, [JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH])
+        if not isinstance(patched, dict):
+            raise errors.bad_request("the patch must produce an object")
+        meta: JsonObj = patched["metadata"] if isinstance(patched.get("metadata"), dict) else {}
+        _check_names(ref, meta)
+        if meta.get("uid") and meta["uid"] != current["metadata"]["uid"]:
+            why = f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: {current['metadata']['uid']}"
+            raise errors.conflict(rt, ref.name, why=why)
+        return self._commit(rt, current, proposed=patched, subresource=subresource, dry_run=dry_run)
+
+    def _commit(
+        self, rt: ResourceType, current: JsonObj, *, proposed: JsonObj, subresource: str | None, dry_run: bool
+    ) -> JsonObj:
+        cur_meta = current["metadata"]
+        name = cur_meta["name"]
+        wanted_rv = (proposed.get("metadata") or {}).get("resourceVersion")
+        if wanted_rv and wanted_rv != cur_meta["resourceVersion"]:
+            raise errors.conflict(rt, name)
+        new = self._merge_for_update(rt, current, proposed, status_only=subresource == "status")
+        causes = check_object(rt, new, old=current)
+        if causes:
+            raise errors.invalid(rt, name, causes=causes)
+        if new == current:
+            return current  # a no-op write keeps the resourceVersion, as etcd3's GuaranteedUpdate does
+        if dry_run:
+            return new
+        ref = Ref(rt, namespace=cur_meta.get("namespace", ""), name=name)
+        if (
+            cur_meta.get("deletionTimestamp")
+            and not new["metadata"].get("finalizers")
+            and not self._grace_pending(current)
+        ):
+            self._remove(ref)  # the last finalizer is gone: the pending deletion completes
+            return new
+        stored = self.store.put(rt, new)
+        self._after_write(rt, ref.namespace)
+        return stored
+
+    def _merge_for_update(
+        self, rt: ResourceType, current: JsonObj, proposed: JsonObj, *, status_only: bool
+    ) -> JsonObj:
+        """The object an update stores: server-owned fields from `current`, the rest as the endpoint allows."""
+        cur_meta = current["metadata"]
+        if status_only:
+            new = copy.deepcopy(current)
+            if proposed.get("status") is None:
+                new.pop("status", None)
+            else:
+                new["status"] = copy.deepcopy(proposed["status"])
+            return new
+        new = copy.deepcopy(proposed)
+        meta = new.setdefault("metadata", {})
+        for key in (*_SERVER_META, "name", "namespace"):
+            if key in cur_meta:
+                meta[key] = cur_meta[key]
+            else:
+                meta.pop(key, None)
+        meta["resourceVersion"] = cur_meta["resourceVersion"]
+        if rt.has_status:
+            if "status" in current:
+                new["status"] = copy.deepcopy(current["status"])
+            else:
+                new.pop("status", None)
+        if rt.has_generation and new.get("spec") != current.get("spec"):
+            meta["generation"] = int(cur_meta.get("generation", 1)) + 1
+        return new
+
+    # -- delete --------------------------------------------------------------------------------------------
+
+    def delete(self, ref: Ref, *, options: JsonObj | None = None, dry_run: bool = False) -> JsonObj:
+        """Delete and return the response body: the object for pods and namespaces, a Success Status otherwise."""
+        rt = ref.rt
+        current = self.store.require(ref)
+        self.check_preconditions(rt, current, preconditions=(options or {}).get("preconditions") or {})
+        grace = self._grace_seconds(rt, current, options=options or {})
+        returns_object = rt in (PODS, NAMESPACES)
+        if dry_run:
+            return current if returns_object else self._deleted_status(rt, current)
+        if current["metadata"].get("finalizers") or grace > 0:
+            marked = copy.deepcopy(current)
+            marked["metadata"].setdefault("deletionTimestamp", self.store.now())
+            if rt is PODS:
+                marked["metadata"]["deletionGracePeriodSeconds"] = grace
+            stored = self.store.put(rt, marked) if marked != current else current
+            self._after_write(rt, ref.namespace)
+            if grace > 0:
+                self._finish_pod_later(ref, uid=str(current["metadata"]["uid"]), grace=grace)
+            return stored if returns_object else self._deleted_status(rt, stored)
+        gone = self._remove(ref)
+        return gone if returns_object else self._deleted_status(rt, gone)
+
+    def _remove(self, ref: Ref) -> JsonObj:
+        gone = copy.deepcopy(self.store.remove(ref))
+        gone["metadata"].setdefault("deletionTimestamp", self.store.now())
+        if ref.rt is NAMESPACES:  # the namespace controller's job, done at once
+            for other in self.store.catalog:
+                if other.namespaced:
+                    for obj in self.store.items(other, namespace=ref.name):
+                        self.store.remove(Ref(other, namespace=ref.name, name=obj["metadata"]["name"]))
+        self._after_write(ref.rt, ref.namespace)
+        return gone
+
+    def check_preconditions(self, rt: ResourceType, current: JsonObj, *, preconditions: JsonObj) -> None:
+        meta = current["metadata"]
+        if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
+            why = f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: {meta['uid']}"
+            raise errors.conflict(rt, meta["name"], why=why)
+        if (
+            preconditions.get("resourceVersion")
+            and preconditions["resourceVersion"] != meta["resourceVersion"]
+        ):
+            why = (
+                f"Precondition failed: ResourceVersion in precondition: {preconditions['resourceVersion']}, "
+                f"ResourceVersion in object meta: {meta['resourceVersion']}"
+            )
+            raise errors.conflict(rt, meta["name"], why=why)
+
+    def _grace_seconds(self, rt: ResourceType, current: JsonObj, *, options: JsonObj) -> int:
+        """Seconds a pod stays Terminating; 0 removes it now. Only a pod bound to a node has a kubelet to wait on."""
+        if rt is not PODS or self.pod_termination_s <= 0 or self._schedule is None:
+            return 0
+        if not (current.get("spec") or {}).get("nodeName"):
+            return 0
+        if (current.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return 0
+        requested = options.get("gracePeriodSeconds")
+        if requested is None:
+            requested = (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        return max(0, int(requested))
+
+    def _grace_pending(self, current: JsonObj) -> bool:
+        return current.get("kind") == "Pod" and bool(current["metadata"].get("deletionGracePeriodSeconds"))
+
+    def _finish_pod_later(self, ref: Ref, *, uid: str, grace: int) -> None:
+        """The simulated kubelet confirms termination after `pod_termination_s` (capped by the grace period)."""
+
+        def finish() -> None:
+            pod = self.store.get(ref)
+            if pod is None or pod["metadata"]["uid"] != uid:
+                return
+            if pod["metadata"].get("finalizers"):
+                done = copy.deepcopy(pod)
+                done["metadata"]["deletionGracePeriodSeconds"] = 0
+                self.store.put(PODS, done)
+                self._after_write(PODS, ref.namespace)
+                return
+            self._remove(ref)
+
+        assert self._schedule is not None
+        self._schedule(min(float(grace), self.pod_termination_s), finish)
+
+    def _deleted_status(self, rt: ResourceType, obj: JsonObj) -> JsonObj:
+        details: JsonObj = {"name": obj["metadata"]["name"]}
+        if rt.group:
+            details["group"] = rt.group
+        details["kind"] = rt.plural
+        details["uid"] = obj["metadata"]["uid"]
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+    def _after_write(self, rt: ResourceType, namespace: str) -> None:
+        if rt.key() in controllers.DISRUPTION_INPUTS and namespace:
+            controllers.sync_disruption_budgets(self.store, namespace)

@@ -1,0 +1,197 @@
+"""Starting and stopping a simulated API server, for tests (`async with`) and the demo (`run`).
+
+`KubeApiServer` owns one simulated cluster: its store, counters, fault settings and HTTP listener. It binds
+to loopback on a free port by default and stops cleanly — pending simulated-kubelet timers are cancelled
+and hanging (fault-injected) requests are released — so tests never leak sockets or tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from app.sim.kubeapi import control, discovery, seed
+from app.sim.kubeapi.errors import ApiError
+from app.sim.kubeapi.faults import FaultConfig, FaultInjector
+from app.sim.kubeapi.handlers import error_response, handle_api, json_response
+from app.sim.kubeapi.kubeconfig import DEFAULT_TOKEN, write_kubeconfig
+from app.sim.kubeapi.registry import Registry
+from app.sim.kubeapi.resources import Catalog, JsonObj
+from app.sim.kubeapi.state import STATE, SimState, Timers
+from app.sim.kubeapi.store import Clock, Store, utc_now
+
+log = logging.getLogger(__name__)
+
+SeedSource = Mapping[str, Any] | str | Path
+_MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit
+
+
+async def _version(request: web.Request) -> web.Response:
+    return json_response(discovery.SERVER_VERSION)
+
+
+async def _ok(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def _not_found(request: web.Request) -> web.Response:
+    return error_response(
+        ApiError(404, "NotFound", message="the server could not find the requested resource", details={})
+    )
+
+
+def build_app(state: SimState) -> web.Application:
+    """The aiohttp application for one simulated cluster."""
+    app = web.Application(client_max_size=_MAX_BODY)
+    app[STATE] = state
+    for path in ("/api", "/api/{tail:.*}", "/apis", "/apis/{tail:.*}"):
+        app.router.add_route("*", path, handle_api)
+    app.router.add_get("/version", _version)
+    for path in ("/healthz", "/livez", "/readyz"):
+        app.router.add_get(path, _ok)
+    for path in ("/openapi/v2", "/openapi/v3"):
+        app.router.add_get(path, _not_found)
+    control.add_routes(app)
+    return app
+
+
+class KubeApiServer:
+    """A simulated kube-apiserver on loopback: `async with KubeApiServer(seed=...) as api: api.url`."""
+
+    def __init__(
+        self,
+        *,
+        seed: SeedSource | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        faults: FaultConfig | None = None,
+        token: str | None = DEFAULT_TOKEN,
+        pod_termination_s: float = 0.0,
+        clock: Clock = utc_now,
+        uid_seed: int = 0,
+    ) -> None:
+        catalog = Catalog()
+        self.store = Store(catalog, clock=clock, seed=uid_seed)
+        self._timers = Timers()
+        self.registry = Registry(
+            self.store, pod_termination_s=pod_termination_s, schedule=self._timers.schedule
+        )
+        self.state = SimState(
+            catalog=catalog,
+            registry=self.registry,
+            token=token,
+            faults=FaultInjector(faults or FaultConfig()),
+        )
+        self._host = host
+        self._port = port
+        self._runner: web.AppRunner | None = None
+        load_seed(self.registry, seed)
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            raise RuntimeError("server already started")
+        self.state.closing.clear()
+        runner = web.AppRunner(
+            build_app(self.state), handler_cancellation=True, shutdown_timeout=1.0, access_log=None
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, self._host, self._port)
+        await site.start()
+        self._runner = runner
+        addresses = runner.addresses
+        self._port = int(addresses[0][1])
+        self.state.server_address = f"{self._host}:{self._port}"
+        log.info("simulated Kubernetes API serving at %s", self.url)
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        self.state.closing.set()  # release fault-injected hangs before the runner waits for handlers
+        self._timers.cancel_all()
+        await runner.cleanup()
+
+    async def __aenter__(self) -> KubeApiServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    # -- where it is ---------------------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def url(self) -> str:
+        if self._runner is None:
+            raise RuntimeError("server not started")
+        return f"http://{self._host}:{self._port}"
+
+    def write_kubeconfig(self, path: str | Path, *, namespace: str = "default") -> Path:
+        return write_kubeconfig(
+            path, server_url=self.url, token=self.state.token or DEFAULT_TOKEN, namespace=namespace
+        )
+
+    # -- steering ------------------------------------------------------------------------------------------
+
+    @property
+    def faults(self) -> FaultConfig:
+        return self.state.faults.config
+
+    def configure_faults(self, config: FaultConfig | None) -> None:
+        """Replace the fault settings (None clears them); the generator is reseeded from `config.seed`."""
+        self.state.faults.configure(config or FaultConfig())
+
+    def counters(self) -> JsonObj:
+        return self.state.counters.snapshot()
+
+    def reset_counters(self) -> None:
+        self.state.counters.reset()
+
+    def load(self, source: SeedSource) -> int:
+        """Add objects from a seed document or file to the running cluster; returns how many."""
+        return load_seed(self.registry, source, base=False)
+
+
+def load_seed(registry: Registry, source: SeedSource | None, *, base: bool = True) -> int:
+    """Load the base namespaces (once) and a seed document or file into a registry; returns how many objects."""
+    loaded = seed.load_objects(registry, seed.base_objects(registry.store)) if base else 0
+    if source is None:
+        return loaded
+    document = seed.read_seed_file(source) if isinstance(source, str | Path) else dict(source)
+    return loaded + seed.load_objects(registry, seed.expand_seed(document, store=registry.store))
+
+
+async def run(
+    seed_path: str | Path | None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    faults: FaultConfig | None = None,
+    kubeconfig_path: str | Path | None = None,
+    pod_termination_s: float = 0.0,
+    on_ready: Callable[[KubeApiServer], None] | None = None,
+) -> None:
+    """Serve a seeded simulated cluster until cancelled (the entry point for `sickbay simulate kube-api`)."""
+    server = KubeApiServer(
+        seed=seed_path, host=host, port=port, faults=faults, pod_termination_s=pod_termination_s
+    )
+    async with server:
+        if kubeconfig_path is not None:
+            server.write_kubeconfig(kubeconfig_path)
+        if on_ready is not None:
+            on_ready(server)
+        await asyncio.Event().wait()

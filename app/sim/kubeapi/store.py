@@ -1,0 +1,95 @@
+"""The simulated cluster's object store: one map per resource and one cluster-wide resourceVersion counter.
+
+Every write goes through `put` or `remove`, which take a fresh dict and stamp a new resourceVersion, so a
+stored object is never modified in place (a response being written can't see a half-applied change). All
+methods are synchronous: a caller that reads, decides and writes without awaiting in between is atomic on
+the event loop. Semantics (validation, preconditions, status rules) live in `registry.py`, not here.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from app.sim.kubeapi.errors import not_found
+from app.sim.kubeapi.resources import Catalog, JsonObj, Ref, ResourceType
+
+Clock = Callable[[], datetime]
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # kube's generateName alphabet: no vowels, no look-alikes
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in whole seconds, as metav1.Time serialises."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_micro_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class Store:
+    """Objects by resource, namespace and name; reads return stored dicts that callers must not modify."""
+
+    def __init__(self, catalog: Catalog, *, clock: Clock = utc_now, seed: int = 0) -> None:
+        self.catalog = catalog
+        self.clock = clock
+        self._objects: dict[str, dict[tuple[str, str], JsonObj]] = {rt.key(): {} for rt in catalog}
+        self._rv = 0
+        self._random = random.Random(seed)  # noqa: S311 - reproducible uids and names; not security
+
+    @property
+    def resource_version(self) -> str:
+        return str(self._rv)
+
+    def now(self) -> str:
+        return format_time(self.clock())
+
+    def new_uid(self) -> str:
+        # Seeded so a seed file expands to the same uids every run; shaped like a v4 UUID.
+        bits = self._random.getrandbits(128)
+        hexed = f"{bits:032x}"
+        return f"{hexed[:8]}-{hexed[8:12]}-4{hexed[13:16]}-a{hexed[17:20]}-{hexed[20:32]}"
+
+    def random_suffix(self, length: int = 5) -> str:
+        return "".join(self._random.choice(_NAME_CHARS) for _ in range(length))
+
+    def get(self, ref: Ref) -> JsonObj | None:
+        return self._objects[ref.rt.key()].get(ref.key)
+
+    def require(self, ref: Ref) -> JsonObj:
+        found = self.get(ref)
+        if found is None:
+            raise not_found(ref.rt, ref.name)
+        return found
+
+    def items(self, rt: ResourceType, *, namespace: str | None = None) -> list[JsonObj]:
+        """Objects in key order (namespace, name), as etcd lists them."""
+        table = self._objects[rt.key()]
+        keys = sorted(k for k in table if namespace is None or not rt.namespaced or k[0] == namespace)
+        return [table[k] for k in keys]
+
+    def put(self, rt: ResourceType, obj: JsonObj) -> JsonObj:
+        """Store a fresh object under a new resourceVersion and return it."""
+        self._rv += 1
+        meta = obj.setdefault("metadata", {})
+        meta["resourceVersion"] = str(self._rv)
+        key = (meta.get("namespace", "") if rt.namespaced else "", meta["name"])
+        self._objects[rt.key()][key] = obj
+        return obj
+
+    def remove(self, ref: Ref) -> JsonObj:
+        """Drop an object; the deletion consumes a resourceVersion as it does in etcd."""
+        table = self._objects[ref.rt.key()]
+        if ref.key not in table:
+            raise not_found(ref.rt, ref.name)
+        self._rv += 1
+        return table.pop(ref.key)

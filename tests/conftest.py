@@ -1,0 +1,142 @@
+"""Shared fixtures: free ports and real `sickbay serve` processes that are always stopped at teardown."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _sickbay_command() -> list[str]:
+    script = Path(sys.executable).with_name("sickbay")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from app.cli import main; sys.exit(main())"]
+
+
+@dataclass
+class SickbayServer:
+    """One `sickbay serve` child process; `url` is its base URL, `log` holds its stderr and stdout."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    db: Path
+    token: str
+    log: Path
+    log_file: IO[bytes] | None = field(repr=False, default=None)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, exactly like a crash or an OOM kill."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.log_file is not None:
+            self.log_file.close()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Poll /readyz until it answers 200; fail early (with the log) if the process dies."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sickbay exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/readyz", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"sickbay not ready after {timeout:.0f}s:\n{self.log_tail()}")
+
+
+@pytest.fixture
+def free_port() -> Callable[[], int]:
+    """A factory of currently unused loopback TCP ports."""
+    return _free_port
+
+
+@pytest.fixture
+def sickbay_server(tmp_path: Path) -> Iterator[Callable[..., SickbayServer]]:
+    """Factory: `start(db=..., token=...)` runs `sickbay serve` on a free port and waits until it is ready.
+
+    Every process it started is stopped at teardown, whatever the test did with it.
+    """
+    started: list[SickbayServer] = []
+
+    def start(
+        *, db: Path | None = None, token: str = "test-token", env: dict[str, str] | None = None
+    ) -> SickbayServer:
+        db = db or tmp_path / "sickbay.db"
+        child_env = {k: v for k, v in os.environ.items() if not k.startswith("SICKBAY_")}
+        child_env |= {"SICKBAY_AUTH__TOKEN": token, **(env or {})}
+        last_error: Exception | None = None
+        for attempt in range(3):  # a port picked free can be taken before the child binds it: retry
+            port = _free_port()
+            log = tmp_path / f"sickbay-{len(started)}-{attempt}.log"
+            log_file = log.open("wb")
+            proc = subprocess.Popen(
+                [*_sickbay_command(), "serve", "--host", "127.0.0.1", "--port", str(port), "--db", str(db)],
+                cwd=REPO,
+                env=child_env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+            server = SickbayServer(proc=proc, port=port, db=db, token=token, log=log, log_file=log_file)
+            started.append(server)
+            try:
+                server.wait_ready()
+            except RuntimeError as exc:  # exited: retry only if the port was taken
+                last_error = exc
+                if "address already in use" not in server.log_tail().lower():
+                    raise
+                continue
+            return server
+        raise RuntimeError(f"could not start sickbay: {last_error}")
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()
