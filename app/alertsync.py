@@ -26,7 +26,9 @@ class AlertSyncError(RuntimeError):
     """Alertmanager could not be read; the caller logs it and tries again next round."""
 
 
-async def fetch_active(url: str, *, receiver: str | None, request_timeout_s: float = 10.0) -> list[dict[str, Any]]:
+async def fetch_active(
+    url: str, *, receiver: str | None, request_timeout_s: float = 10.0
+) -> list[dict[str, Any]]:
     params = {"active": "true", "silenced": "false", "inhibited": "false"}
     if receiver:
         params["receiver"] = receiver

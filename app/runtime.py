@@ -293,7 +293,9 @@ async def _start_leading(services: Services) -> None:
         )
     if services.settings.alertmanager_url:
         services.tasks.append(
-            asyncio.create_task(_guarded(lambda: _sync_alerts_forever(services), "alert-sync"), name="alert-sync")
+            asyncio.create_task(
+                _guarded(lambda: _sync_alerts_forever(services), "alert-sync"), name="alert-sync"
+            )
         )
 
 

@@ -97,7 +97,8 @@ class Reconciler:
         added = (node.annotation(footprint.ADDED) or "").split(",")
         if "cordon" in added and not node.unschedulable:
             await self._nodes.release(
-                node.name, why="an operator uncordoned the node by hand; Sickbay removes its marks and steps back"
+                node.name,
+                why="an operator uncordoned the node by hand; Sickbay removes its marks and steps back",
             )
             self._healthy_since.pop(node.name, None)
             return
@@ -127,7 +128,9 @@ class Reconciler:
     async def _remediating(self, node: NodeState, fault_class: FaultClass | None) -> None:
         if node.annotation(footprint.REMEDIATION_DONE):
             await self._nodes.set_state(node.name, RemediationState.VERIFYING)
-            await self._recorder.node_event(node.name, "SickbayVerifying", "remediation reported done; verifying")
+            await self._recorder.node_event(
+                node.name, "SickbayVerifying", "remediation reported done; verifying"
+            )
             return
         if fault_class is None:
             return
@@ -143,12 +146,18 @@ class Reconciler:
                 f"{fault_class.value} did not complete within {remediator.timeout}; escalating to replace",
                 warning=True,
             )
-            await self._nodes.set_state(node.name, RemediationState.REMEDIATING, remediation_requested="replace")
+            await self._nodes.set_state(
+                node.name, RemediationState.REMEDIATING, remediation_requested="replace"
+            )
 
     async def _maybe_release(self, node: NodeState, *, needs_remediation: bool) -> None:
         now = self._clock()
         active = await self._journal.active_alerts(node=node.name)
-        hardware_active = [fp for fp, cls in active if cls in {c.value for c in FaultClass if c.is_hardware} | {"driver-mismatch"}]
+        hardware_active = [
+            fp
+            for fp, cls in active
+            if cls in {c.value for c in FaultClass if c.is_hardware} | {"driver-mismatch"}
+        ]
         short = node.gpu_capacity > 0 and node.gpu_allocatable < node.gpu_capacity
         if hardware_active or short or needs_remediation:
             self._healthy_since.pop(node.name, None)

@@ -55,7 +55,10 @@ def classify(signal: Signal, *, rules_: Rules, context: Sequence[Signal] = ()) -
     by_name = rules_.policy.alerts.get(signal.name)
     if by_name is not None:
         return _fault(
-            signal, by_name, f"policy maps alert {signal.name} to {by_name.value}{_summary(signal)}", rule="policy"
+            signal,
+            by_name,
+            f"policy maps alert {signal.name} to {by_name.value}{_summary(signal)}",
+            rule="policy",
         )
     return _fault(
         signal,

@@ -129,7 +129,11 @@ def _transient(fault: Fault, *, policy: rules.Policy, now: datetime, situation: 
                 node=fault.node,
                 pod=ref,
                 reason=fault.reason,
-                params=(("attempt", str(attempt)), ("uid", pod.uid if pod else ""), ("workload", workload or "")),
+                params=(
+                    ("attempt", str(attempt)),
+                    ("uid", pod.uid if pod else ""),
+                    ("workload", workload or ""),
+                ),
                 not_before=not_before,
             ),
         ),
