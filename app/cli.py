@@ -75,6 +75,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     agent.set_defaults(run=lambda _: 2)
 
+    simulate = sub.add_parser("simulate", help="simulated parts of a GPU cluster, for demos and tests")
+    sim_sub = simulate.add_subparsers(required=True, metavar="PART")
+    kube_api = sim_sub.add_parser("kube-api", help="serve a simulated Kubernetes API on loopback")
+    kube_api.add_argument("--seed", type=Path, help="YAML of nodes, pods, owners and PDBs")
+    kube_api.add_argument("--port", type=int, default=0)
+    kube_api.add_argument("--kubeconfig-out", type=Path, help="write a kubeconfig for kubectl and sickbay here")
+    kube_api.add_argument("--latency-ms", type=float, default=0.0, help="added to every request")
+    kube_api.add_argument("--error-rate", type=float, default=0.0, help="share of requests answered 429/500")
+    kube_api.set_defaults(run=_simulate_kube_api)
+
     breaker = sub.add_parser("breaker", help="show or reset the blast-radius breaker of a running service")
     breaker.add_argument("action", choices=("status", "reset"))
     breaker.add_argument("--url", default="http://127.0.0.1:8080", help="the service's base URL")
@@ -122,6 +132,29 @@ def _serve(args: argparse.Namespace) -> int:
         print=lambda msg: logging.getLogger("sickbay").info("%s", msg),
         access_log=None,
     )
+    return 0
+
+
+def _simulate_kube_api(args: argparse.Namespace) -> int:
+    # Imported here: the simulator is for demos and tests, and production commands never load it.
+    from app.sim import kubeapi  # noqa: PLC0415
+
+    _setup_logging("INFO")
+    faults = kubeapi.FaultConfig(error_rate=args.error_rate, latency_ms=args.latency_ms)
+
+    def ready(server: kubeapi.KubeApiServer) -> None:
+        where = f" (kubeconfig: {args.kubeconfig_out})" if args.kubeconfig_out else ""
+        print(f"simulated Kubernetes API at {server.url}{where}", flush=True)
+
+    try:
+        asyncio.run(
+            kubeapi.run(
+                args.seed, port=args.port, faults=faults, kubeconfig_path=args.kubeconfig_out, on_ready=ready
+            )
+        )
+    except kubeapi.SeedError as exc:
+        print(f"sickbay: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
