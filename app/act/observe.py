@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from app.config import rules
 from app.decide import groups
@@ -25,8 +25,11 @@ async def situation_of(
 ) -> Situation:
     node_name = fault.node
     history: tuple[PastFault, ...] = ()
+    quarantines: tuple[datetime, ...] = ()
     if journal is not None and node_name is not None:
         history = tuple(await journal.history(node=node_name, since=now - policy.escalation.window))
+        if fault.fault_class.is_hardware:
+            quarantines = tuple(await journal.quarantine_times(node=node_name, since=now - timedelta(days=7)))
     if kube is None or node_name is None:
         return Situation.unknown(history=history)
     try:
@@ -39,7 +42,9 @@ async def situation_of(
         log.warning("could not read node %s for planning (%s); planning from the fault alone", node_name, exc)
         return Situation.unknown(history=history)
     group_pods = await _group_pods(fault, pods, kube=kube, policy=policy)
-    return Situation(node=node, pods_on_node=pods, group_pods=group_pods, history=history)
+    return Situation(
+        node=node, pods_on_node=pods, group_pods=group_pods, history=history, quarantines=quarantines
+    )
 
 
 async def _group_pods(

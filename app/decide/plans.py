@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from app.config import rules
-from app.decide import footprint, groups, retries
+from app.decide import footprint, gates, groups, retries
 from app.decide.situation import Situation
 from app.domain import Action, ActionKind, Fault, FaultClass, Plan, PodState, Track
 
@@ -152,6 +152,16 @@ def drainable(pod: PodState, policy: rules.DrainPolicy) -> bool:
 def _hardware(fault: Fault, *, policy: rules.Policy, now: datetime, situation: Situation) -> Plan:
     node = fault.node
     assert node is not None
+    if fault.fault_class is not FaultClass.REPLACE and gates.attempts_exceeded(
+        situation.quarantines, policy=policy.budgets, now=now
+    ):
+        fault = replace(
+            fault,
+            fault_class=FaultClass.REPLACE,
+            reason=f"{node} was remediated {len(situation.quarantines)} times this week "
+            f"(cap {policy.budgets.attempts_per_week}): hand it off for replacement; {fault.reason}",
+            rule="attempt-cap",
+        )
     cls = fault.fault_class
     remediation = REMEDIATION[cls]
     if situation.node is not None and not footprint.needs_quarantine(situation.node, cls):

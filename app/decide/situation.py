@@ -7,6 +7,7 @@ Gathered by the caller (the pipeline reads the cluster and the journal); `Situat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from app.domain import NodeState, PastFault, PodState
 
@@ -18,6 +19,8 @@ class Situation:
     # Pods of the groups that the node's (or the signal's) pods belong to, on any node.
     group_pods: tuple[PodState, ...] = ()
     history: tuple[PastFault, ...] = ()
+    # When this node was quarantined before (the last week): the weekly attempt cap reads these.
+    quarantines: tuple[datetime, ...] = ()
 
     @classmethod
     def unknown(cls, history: tuple[PastFault, ...] = ()) -> Situation:

@@ -204,6 +204,18 @@ class Journal:
             rows = await cursor.fetchall()
         return [(fp, cls) for fp, cls, status in rows if status == "firing"]
 
+    async def quarantine_times(self, *, node: str, since: datetime) -> list[datetime]:
+        """When `node` was quarantined (applied, not dry-run) since `since`: the weekly attempt cap."""
+        async with (
+            self._lock,
+            self._db.execute(
+                "SELECT at FROM outcomes WHERE node = ? AND kind = 'quarantine' AND status = 'applied' AND at >= ?",
+                (node, since.isoformat()),
+            ) as cursor,
+        ):
+            rows = await cursor.fetchall()
+        return [datetime.fromisoformat(at) for (at,) in rows]
+
     async def firing_alerts(self) -> list[tuple[str, dict[str, Any]]]:
         """(fingerprint, signal) of every Alertmanager alert whose latest journaled notification is firing."""
         async with (

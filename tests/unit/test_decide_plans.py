@@ -285,3 +285,17 @@ def test_pool_budget_and_rate_limit() -> None:
     )
     assert not limited.allowed
     assert not limited.breaker.open
+
+
+def test_weekly_attempt_cap_turns_a_reset_into_replace() -> None:
+    situation = Situation(
+        node=NODE, quarantines=(T0 - timedelta(days=1), T0 - timedelta(days=2), T0 - timedelta(days=3))
+    )
+    plan = plans.plan_for(fault(FaultClass.RESET_GPU), policy=POLICY, now=T0, situation=situation)
+    assert plan.fault.fault_class is FaultClass.REPLACE
+    assert "3 times this week" in plan.fault.reason
+    old = Situation(node=NODE, quarantines=(T0 - timedelta(days=8),) * 3)
+    assert (
+        plans.plan_for(fault(FaultClass.RESET_GPU), policy=POLICY, now=T0, situation=old).fault.fault_class
+        is FaultClass.RESET_GPU
+    )
