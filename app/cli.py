@@ -80,7 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     kube_api = sim_sub.add_parser("kube-api", help="serve a simulated Kubernetes API on loopback")
     kube_api.add_argument("--seed", type=Path, help="YAML of nodes, pods, owners and PDBs")
     kube_api.add_argument("--port", type=int, default=0)
-    kube_api.add_argument("--kubeconfig-out", type=Path, help="write a kubeconfig for kubectl and sickbay here")
+    kube_api.add_argument(
+        "--kubeconfig-out", type=Path, help="write a kubeconfig for kubectl and sickbay here"
+    )
     kube_api.add_argument("--latency-ms", type=float, default=0.0, help="added to every request")
     kube_api.add_argument("--error-rate", type=float, default=0.0, help="share of requests answered 429/500")
     kube_api.set_defaults(run=_simulate_kube_api)

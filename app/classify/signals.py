@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from app.classify import xids
 from app.config import rules
 from app.domain import Fault, FaultClass, Signal
 
 CLASS_LABEL = "sickbay_class"
+# A fault already reported through the other path (agent event vs Alertmanager alert): recorded, not acted on.
+DUPLICATE_RULE = "duplicate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +32,20 @@ def classify(signal: Signal, *, rules_: Rules, context: Sequence[Signal] = ()) -
     """Classify one signal. `context` is the recent firing signals on the same node and GPU."""
     same_gpu = [s for s in context if s.node == signal.node and s.gpu == signal.gpu and s is not signal]
     if signal.xid is not None:
-        return _by_xid(signal, rules_=rules_, context=same_gpu)
+        fault = _by_xid(signal, rules_=rules_, context=same_gpu)
+        twin = _reported_by_another_source(
+            signal, same_gpu, window=rules_.policy.classification.context_window
+        )
+        if twin is not None:
+            return Fault(
+                fault_class=fault.fault_class,
+                signal=signal,
+                reason=f"the same XID {signal.xid} on GPU {signal.gpu} was already reported by {twin.source.value} "
+                f"at {twin.starts_at.isoformat()}: one fault, not two ({fault.reason})",
+                rule=DUPLICATE_RULE,
+                evidence=(f"{twin.source.value}:{twin.fingerprint}",),
+            )
+        return fault
     hinted = signal.label(CLASS_LABEL)
     if hinted:
         try:
@@ -65,6 +81,25 @@ def classify(signal: Signal, *, rules_: Rules, context: Sequence[Signal] = ()) -
         FaultClass(rules_.catalog.default_class),
         f"no XID, class label or policy entry for {signal.name!r}: treated as transient (retry, re-check)",
         rule="default",
+    )
+
+
+def _reported_by_another_source(
+    signal: Signal, same_gpu: Sequence[Signal], *, window: timedelta
+) -> Signal | None:
+    """The agent's XID event and the Alertmanager alert for the same XID on the same GPU are one fault."""
+    if not signal.firing:
+        return None
+    return next(
+        (
+            other
+            for other in same_gpu
+            if other.source is not signal.source
+            and other.xid == signal.xid
+            and other.firing
+            and abs(other.starts_at - signal.starts_at) <= window
+        ),
+        None,
     )
 
 

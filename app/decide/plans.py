@@ -16,6 +16,7 @@ from app.decide import footprint, gates, groups, retries
 from app.decide.situation import Situation
 from app.domain import Action, ActionKind, Fault, FaultClass, Plan, PodState, Track
 
+DUPLICATE_RULE = "duplicate"  # set by classification; decide does not import classify
 REMEDIATION = {
     FaultClass.RESET_GPU: "reset-gpu",
     FaultClass.REBOOT_NODE: "reboot-node",
@@ -34,6 +35,8 @@ def plan_for(
         )
     if node is None:
         return _record(fault, now, "the signal names no node, so there is nothing to act on: recorded")
+    if fault.rule == DUPLICATE_RULE:
+        return _record(fault, now, "already reported through the other path: recorded, not acted on twice")
     if situation.node is not None and not situation.node.managed:
         return _record(fault, now, f"{node} is opted out ({footprint.MANAGED}=false): recorded only")
     match fault.fault_class:

@@ -11,6 +11,7 @@ import yaml
 from app.classify.signals import Rules, classify
 from app.config import rules
 from app.config.settings import RULES_DIR
+from app.decide import plans
 from app.domain import FaultClass, Signal, SignalSource, SignalStatus, freeze_mapping
 
 # The design's table (ARCHITECTURE.md, "Fault classes and the XID table"), copied as the contract.
@@ -149,3 +150,17 @@ def test_unknown_xid_is_transient_not_dropped(shipped: Rules) -> None:
     fault = classify(xid_signal(999), rules_=shipped)
     assert fault.fault_class is FaultClass.TRANSIENT
     assert "not in the catalog" in fault.reason
+
+
+def test_agent_event_and_alert_for_the_same_xid_are_one_fault(shipped: Rules) -> None:
+    agent = replace(xid_signal(79), source=SignalSource.AGENT, fingerprint="gpu-node-1-abc")
+    alert = xid_signal(79)
+    first = classify(agent, rules_=shipped)
+    second = classify(alert, rules_=shipped, context=[agent])
+    assert first.rule == "xid"
+    assert second.rule == "duplicate"
+    assert "already reported by agent" in second.reason
+    assert plans.plan_for(second, policy=shipped.policy, now=T0).is_noop
+    # A different XID, or the same source again, is not a duplicate.
+    assert classify(xid_signal(95), rules_=shipped, context=[agent]).rule == "xid"
+    assert classify(replace(alert, fingerprint="x"), rules_=shipped, context=[alert]).rule == "xid"
