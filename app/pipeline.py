@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections import defaultdict
+from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +33,23 @@ from app.store import codec, inbox, journal
 log = logging.getLogger(__name__)
 _BATCH = 1000
 _MAX_ATTEMPTS = 8
+_CONTEXT_PER_GPU = 64  # recent signals kept per GPU; rules look at a handful within minutes
+_CONTEXT_GPUS = 50_000  # GPUs whose recent signals stay in memory; older ones reload from the journal
+
+
+class _RecentSignals(OrderedDict[tuple[str, int | None], "deque[Signal]"]):
+    """A bounded LRU of recent signals per (node, GPU)."""
+
+    def __getitem__(self, key: tuple[str, int | None]) -> deque[Signal]:
+        if key not in self:
+            self[key] = deque(maxlen=_CONTEXT_PER_GPU)
+        self.move_to_end(key)
+        return super().__getitem__(key)
+
+    def __setitem__(self, key: tuple[str, int | None], value: deque[Signal]) -> None:
+        super().__setitem__(key, value)
+        if len(self) > _CONTEXT_GPUS:
+            self.popitem(last=False)
 
 
 class StoredRowError(ValueError):
@@ -99,7 +116,10 @@ class Pipeline:
         self._metrics = metrics
         self._clock = clock
         self._slots = asyncio.Semaphore(settings.node_concurrency)
-        self._retry_at: dict[str | None, float] = {}  # node → event-loop time before which it backs off
+        self._retry_at: dict[str | None, float] = {}
+        self._recent: dict[tuple[str, int | None], deque[Signal]] = (
+            _RecentSignals()
+        )  # node → event-loop time before which it backs off
         self.processed = 0
 
     async def run(self) -> None:
@@ -174,20 +194,32 @@ class Pipeline:
         with contextlib.suppress(Exception):  # if even this fails, the row simply stays pending
             await self._inbox.mark([row.seq], inbox.RowState.PENDING, error=error)
 
+    async def _context(self, signal: Signal) -> list[Signal]:
+        """Recent signals on the same node and GPU: from memory, loaded from the journal once per GPU.
+
+        The journal holds the history across restarts; the in-memory copy saves a query and a JSON
+        decode per row, which is most of the pipeline's cost during an alert storm.
+        """
+        if signal.node is None:
+            return []
+        policy = self._rules.policy.classification
+        window = max(policy.context_window, policy.link_window)
+        key = (signal.node, signal.gpu)
+        recent = self._recent.get(key)
+        if recent is None:
+            loaded = await self._journal.recent_signals(
+                node=signal.node, gpu=signal.gpu, since=signal.starts_at - window
+            )
+            recent = self._recent[key] = deque(loaded[-_CONTEXT_PER_GPU:], maxlen=_CONTEXT_PER_GPU)
+        cutoff = signal.starts_at - window
+        return [s for s in recent if s.starts_at >= cutoff]
+
     async def process(self, row: inbox.Row) -> Processed:
         try:
             signal = signal_of(row, keys=self._keys)
         except (pydantic.ValidationError, signals.SignalError, ValueError, KeyError) as exc:
             raise StoredRowError(f"stored row no longer validates: {exc}") from exc
-        context: list[Signal] = []
-        if signal.node is not None:
-            window = max(
-                self._rules.policy.classification.context_window,
-                self._rules.policy.classification.link_window,
-            )
-            context = await self._journal.recent_signals(
-                node=signal.node, gpu=signal.gpu, since=signal.starts_at - window
-            )
+        context = await self._context(signal)
         fault = classify.classify(signal, rules_=self._rules, context=context)
         now = self._clock()
         policy = self._rules.policy
@@ -205,7 +237,8 @@ class Pipeline:
         )
         if fresh:
             self._metrics.faults.labels(fault_class=fault.fault_class.value, status=signal.status.value).inc()
-            log.info(
+            log.log(
+                logging.DEBUG if plan.is_noop else logging.INFO,
                 "classified %s on %s gpu=%s as %s: %s; plan: %s",
                 signal.name,
                 signal.node,

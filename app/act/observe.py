@@ -11,7 +11,7 @@ import logging
 from datetime import datetime, timedelta
 
 from app.config import rules
-from app.decide import groups
+from app.decide import groups, retries
 from app.decide.situation import Situation
 from app.domain import Fault, PastFault, PodState
 from app.kube import errors, port
@@ -27,7 +27,8 @@ async def situation_of(
     history: tuple[PastFault, ...] = ()
     quarantines: tuple[datetime, ...] = ()
     if journal is not None and node_name is not None:
-        history = tuple(await journal.history(node=node_name, since=now - policy.escalation.window))
+        if fault.fault_class in retries.RETRY_CLASSES:
+            history = tuple(await journal.history(node=node_name, since=now - policy.escalation.window))
         if fault.fault_class.is_hardware:
             quarantines = tuple(await journal.quarantine_times(node=node_name, since=now - timedelta(days=7)))
     if kube is None or node_name is None:
