@@ -39,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list[:1] == ["agent"]:
         # The agent is its own deployable with its own flags; it parses the rest of the line itself.
         return agent_main.main_agent(args_list[1:])
+    if args_list[:1] == ["simulate"]:
+        # Loaded only here: the simulator is for demos and tests, production commands never import it.
+        from app.sim.cli import main_simulate  # noqa: PLC0415
+
+        return main_simulate(args_list[1:])
     parser = _parser()
     args = parser.parse_args(args_list)
     try:
@@ -75,17 +80,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     agent.set_defaults(run=lambda _: 2)
 
-    simulate = sub.add_parser("simulate", help="simulated parts of a GPU cluster, for demos and tests")
-    sim_sub = simulate.add_subparsers(required=True, metavar="PART")
-    kube_api = sim_sub.add_parser("kube-api", help="serve a simulated Kubernetes API on loopback")
-    kube_api.add_argument("--seed", type=Path, help="YAML of nodes, pods, owners and PDBs")
-    kube_api.add_argument("--port", type=int, default=0)
-    kube_api.add_argument(
-        "--kubeconfig-out", type=Path, help="write a kubeconfig for kubectl and sickbay here"
+    simulate = sub.add_parser(
+        "simulate", help="simulated GPU fleet and Kubernetes API (demos, datasets, tests)", add_help=False
     )
-    kube_api.add_argument("--latency-ms", type=float, default=0.0, help="added to every request")
-    kube_api.add_argument("--error-rate", type=float, default=0.0, help="share of requests answered 429/500")
-    kube_api.set_defaults(run=_simulate_kube_api)
+    simulate.set_defaults(run=lambda _: 2)
 
     breaker = sub.add_parser("breaker", help="show or reset the blast-radius breaker of a running service")
     breaker.add_argument("action", choices=("status", "reset"))
@@ -134,29 +132,6 @@ def _serve(args: argparse.Namespace) -> int:
         print=lambda msg: logging.getLogger("sickbay").info("%s", msg),
         access_log=None,
     )
-    return 0
-
-
-def _simulate_kube_api(args: argparse.Namespace) -> int:
-    # Imported here: the simulator is for demos and tests, and production commands never load it.
-    from app.sim import kubeapi  # noqa: PLC0415
-
-    _setup_logging("INFO")
-    faults = kubeapi.FaultConfig(error_rate=args.error_rate, latency_ms=args.latency_ms)
-
-    def ready(server: kubeapi.KubeApiServer) -> None:
-        where = f" (kubeconfig: {args.kubeconfig_out})" if args.kubeconfig_out else ""
-        print(f"simulated Kubernetes API at {server.url}{where}", flush=True)
-
-    try:
-        asyncio.run(
-            kubeapi.run(
-                args.seed, port=args.port, faults=faults, kubeconfig_path=args.kubeconfig_out, on_ready=ready
-            )
-        )
-    except kubeapi.SeedError as exc:
-        print(f"sickbay: {exc}", file=sys.stderr)
-        return 2
     return 0
 
 

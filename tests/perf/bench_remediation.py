@@ -2,7 +2,7 @@
 
 Latency: one fatal-XID alert at a time (30 in all, each on a fresh node), from the webhook request to the
 moment the quarantine patch returned, with the simulated API server adding a fixed 5 ms to every request.
-Reported next to the floor of one read and one write (2 × 5 ms), measured in the same run as two plain
+Reported next to the floor of one read and one write (2 x 5 ms), measured in the same run as two plain
 calls through the same client.
 
 Throughput: 500 nodes fault within one second (50 webhook requests of 10 alerts, all at once), with the
@@ -184,7 +184,7 @@ def main() -> Table:
     table.add_column("baseline (same run)", justify="right")
     table.add_row("alert → node unschedulable, p50", f"{lat['p50_ms']:.1f} ms", f"floor {lat['floor_p50_ms']:.1f} ms")
     table.add_row("alert → node unschedulable, p99", f"{lat['p99_ms']:.1f} ms", f"floor {lat['floor_p99_ms']:.1f} ms")
-    table.add_row("  ratio p50 to the floor", f"{lat['p50_ms'] / lat['floor_p50_ms']:.2f}×", f"nominal {lat['nominal_floor_ms']:.0f} ms")
+    table.add_row("  ratio p50 to the floor", f"{lat['p50_ms'] / lat['floor_p50_ms']:.2f}x", f"nominal {lat['nominal_floor_ms']:.0f} ms")
     table.add_row(
         f"{storm['nodes']} nodes faulting (sent in {storm['sent_within_s']:.2f} s): all quarantined",
         f"{storm['all_quarantined_s']:.2f} s",

@@ -1,0 +1,161 @@
+"""Round trips through real Prometheus: backfill from OpenMetrics, and scraping the fleet server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.sim.fleet.datasets import write_dataset
+from app.sim.fleet.server import FleetServer
+from tests.sim.helpers import quiet_sim
+
+pytestmark = pytest.mark.slow
+HOUR = 3600.0
+
+
+@contextmanager
+def running_prometheus(
+    prometheus: Path, *, data: Path, config: Path, port: int, extra: tuple[str, ...] = ()
+) -> Iterator[str]:
+    """A real Prometheus on loopback; yields its base URL once it is ready."""
+    log = data.parent / f"prometheus-{port}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                str(prometheus),
+                f"--config.file={config}",
+                f"--storage.tsdb.path={data}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--storage.tsdb.retention.time=100y",
+                *extra,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"prometheus exited:\n{log.read_text()[-3000:]}")
+                try:
+                    with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
+                        if response.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(log.read_text()[-3000:])
+                time.sleep(0.1)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def query(url: str, promql: str, *, at: float | None = None) -> list[dict[str, Any]]:
+    params = {"query": promql}
+    if at is not None:
+        params["time"] = f"{at:.3f}"
+    with urllib.request.urlopen(
+        f"{url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=10
+    ) as response:
+        body = json.load(response)
+    assert body["status"] == "success", body
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def test_openmetrics_backfill_round_trip(
+    tmp_path: Path, promtool: Path, prometheus: Path, free_port: Callable[[], int]
+) -> None:
+    sim = quiet_sim(nodes=2)
+    node = sim.node_names[0]
+    sim.inject(node, 2, "hbm", lead_time_s=HOUR)
+    report = write_dataset(
+        tmp_path / "ds", nodes=2, duration_s=3 * HOUR, step_s=60, formats=("openmetrics",), sim=sim
+    )
+    (failure,) = sim.truth().failures
+    data = tmp_path / "tsdb"
+    result = subprocess.run(
+        [
+            str(promtool),
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            str(tmp_path / "ds" / "metrics.om"),
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert report.samples > 0
+    config = tmp_path / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n")
+    after = failure.failure_time + 600
+    with running_prometheus(prometheus, data=data, config=config, port=free_port()) as url:
+        deadline = time.monotonic() + 20
+        while not (xid := query(url, f'DCGM_FI_DEV_XID_ERRORS{{Hostname="{node}",gpu="2"}}', at=after)):
+            assert time.monotonic() < deadline, "backfilled blocks never became queryable"
+            time.sleep(0.5)
+        assert xid[0]["value"][1] == str(failure.xid)
+        assert xid[0]["metric"]["UUID"] == failure.uuid
+        assert xid[0]["metric"]["job"] == "dcgm-exporter"
+        dbe = query(url, f'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{UUID="{failure.uuid}"}}', at=after)
+        assert float(dbe[0]["value"][1]) == sim.node(node).gpus[2].dbe_vol
+        before = query(
+            url, f'DCGM_FI_DEV_XID_ERRORS{{UUID="{failure.uuid}"}}', at=failure.failure_time - 1800
+        )
+        assert before[0]["value"][1] in ("0", "63"), "no failure XID before the failure"
+        up = query(url, 'count(up{job="dcgm-exporter"} == 1)', at=after)
+        assert up[0]["value"][1] == "2"
+        rate = query(url, f'increase(DCGM_FI_DEV_ECC_SBE_AGG_TOTAL{{UUID="{failure.uuid}"}}[1h])', at=after)
+        assert float(rate[0]["value"][1]) > 0, "the precursor's SBEs are in the backfilled history"
+
+
+async def test_prometheus_scrapes_every_node_as_its_own_target(
+    tmp_path: Path, prometheus: Path, free_port: Callable[[], int]
+) -> None:
+    sim = quiet_sim(nodes=3)
+    async with FleetServer(sim) as server:
+        config = server.write_prometheus_config(tmp_path / "prom", scrape_interval="1s")
+        with running_prometheus(prometheus, data=tmp_path / "data", config=config, port=free_port()) as url:
+
+            async def ask(promql: str) -> list[dict[str, Any]]:
+                return await asyncio.to_thread(query, url, promql)
+
+            async def wait_for(promql: str, expected: str) -> None:
+                deadline = time.monotonic() + 20
+                while True:
+                    result = await ask(promql)
+                    if result and result[0]["value"][1] == expected:
+                        return
+                    assert time.monotonic() < deadline, f"{promql} never became {expected}: {result}"
+                    await asyncio.sleep(0.3)
+
+            await wait_for('count(up{job="dcgm-exporter"} == 1)', "3")
+            await wait_for('count(up{job="kube-state-metrics"} == 1)', "1")
+            per_instance = await ask("count by (instance) (DCGM_FI_DEV_GPU_TEMP)")
+            assert {r["metric"]["instance"]: r["value"][1] for r in per_instance} == {
+                f"gpu-node-00{i}:9400": "8" for i in range(3)
+            }
+            sim.inject("gpu-node-001", None, "exporter-restart", duration_s=3600)
+            await wait_for('up{instance="gpu-node-001:9400"}', "0")
+            await wait_for('count(up{job="dcgm-exporter"} == 1)', "2")
