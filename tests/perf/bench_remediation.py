@@ -60,14 +60,21 @@ class Timed:
 
 
 def _seed(nodes: int) -> dict[str, Any]:
-    return {"nodes": [{"name": "gpu-{i:04d}", "count": nodes, "gpus": 8, "labels": {"sickbay.io/pool": "h100"}}]}
+    return {
+        "nodes": [{"name": "gpu-{i:04d}", "count": nodes, "gpus": 8, "labels": {"sickbay.io/pool": "h100"}}]
+    }
 
 
 def _policy(tmp: Path) -> Path:
     data = yaml.safe_load((RULES_DIR / "policy.yaml").read_text())
     data["budgets"].update(
-        {"max_fraction": 1.0, "max_nodes": 100000, "per_pool_max_fraction": 1.0, "per_pool_max_nodes": 100000,
-         "quarantines_per_minute": 100000}
+        {
+            "max_fraction": 1.0,
+            "max_nodes": 100000,
+            "per_pool_max_fraction": 1.0,
+            "per_pool_max_nodes": 100000,
+            "quarantines_per_minute": 100000,
+        }
     )
     path = tmp / "policy.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -100,7 +107,9 @@ async def _world(tmp: Path, nodes: int) -> tuple[KubeApiServer, Timed, Any, Test
 
 
 async def _post(session: ClientSession, url: str, alerts: list[dict[str, Any]]) -> None:
-    async with session.post(url, data=json.dumps(webhook(*alerts)), headers={"Content-Type": "application/json"}) as r:
+    async with session.post(
+        url, data=json.dumps(webhook(*alerts)), headers={"Content-Type": "application/json"}
+    ) as r:
         assert r.status == 200, await r.text()
 
 
@@ -130,8 +139,13 @@ async def measure_latency(tmp: Path) -> dict[str, float]:
                 await _post(session, url, [alert(fingerprint=f"lat{i:04d}", node=name, xid="79")])
                 await _wait(timed, {name}, timeout=10)
                 samples.append(timed.cordoned[name] - started)
-        return {"p50_ms": _pct(samples, 50), "p99_ms": _pct(samples, 99), "floor_p50_ms": _pct(floor, 50),
-                "floor_p99_ms": _pct(floor, 99), "nominal_floor_ms": 2 * LATENCY_MS}
+        return {
+            "p50_ms": _pct(samples, 50),
+            "p99_ms": _pct(samples, 99),
+            "floor_p50_ms": _pct(floor, 50),
+            "floor_p99_ms": _pct(floor, 99),
+            "nominal_floor_ms": 2 * LATENCY_MS,
+        }
     finally:
         await server.close()
         await kube.close()
@@ -147,13 +161,21 @@ async def measure_storm(tmp: Path) -> dict[str, float]:
             started = time.perf_counter()
             batches = [names[i : i + 10] for i in range(0, STORM_NODES, 10)]
             await asyncio.gather(
-                *(_post(session, url, [alert(fingerprint=f"s{n}", node=n, xid="79") for n in batch]) for batch in batches)
+                *(
+                    _post(session, url, [alert(fingerprint=f"s{n}", node=n, xid="79") for n in batch])
+                    for batch in batches
+                )
             )
             sent = time.perf_counter() - started
             await _wait(timed, set(names), timeout=120)
             elapsed = max(timed.cordoned.values()) - started
-        return {"nodes": STORM_NODES, "sent_within_s": sent, "all_quarantined_s": elapsed,
-                "nodes_per_s": STORM_NODES / elapsed, "nvsentinel_nodes_per_s": 150 / 62}
+        return {
+            "nodes": STORM_NODES,
+            "sent_within_s": sent,
+            "all_quarantined_s": elapsed,
+            "nodes_per_s": STORM_NODES / elapsed,
+            "nvsentinel_nodes_per_s": 150 / 62,
+        }
     finally:
         await server.close()
         await kube.close()
@@ -182,15 +204,27 @@ def main() -> Table:
     table.add_column("measure")
     table.add_column("value", justify="right")
     table.add_column("baseline (same run)", justify="right")
-    table.add_row("alert → node unschedulable, p50", f"{lat['p50_ms']:.1f} ms", f"floor {lat['floor_p50_ms']:.1f} ms")
-    table.add_row("alert → node unschedulable, p99", f"{lat['p99_ms']:.1f} ms", f"floor {lat['floor_p99_ms']:.1f} ms")
-    table.add_row("  ratio p50 to the floor", f"{lat['p50_ms'] / lat['floor_p50_ms']:.2f}x", f"nominal {lat['nominal_floor_ms']:.0f} ms")
+    table.add_row(
+        "alert → node unschedulable, p50", f"{lat['p50_ms']:.1f} ms", f"floor {lat['floor_p50_ms']:.1f} ms"
+    )
+    table.add_row(
+        "alert → node unschedulable, p99", f"{lat['p99_ms']:.1f} ms", f"floor {lat['floor_p99_ms']:.1f} ms"
+    )
+    table.add_row(
+        "  ratio p50 to the floor",
+        f"{lat['p50_ms'] / lat['floor_p50_ms']:.2f}x",
+        f"nominal {lat['nominal_floor_ms']:.0f} ms",
+    )
     table.add_row(
         f"{storm['nodes']} nodes faulting (sent in {storm['sent_within_s']:.2f} s): all quarantined",
         f"{storm['all_quarantined_s']:.2f} s",
         "target < 5 s",
     )
-    table.add_row("  quarantine rate", f"{storm['nodes_per_s']:.0f} nodes/s", f"NVSentinel {storm['nvsentinel_nodes_per_s']:.1f} nodes/s")
+    table.add_row(
+        "  quarantine rate",
+        f"{storm['nodes_per_s']:.0f} nodes/s",
+        f"NVSentinel {storm['nvsentinel_nodes_per_s']:.1f} nodes/s",
+    )
     return table
 
 
