@@ -219,3 +219,7 @@ def _print_table(items: list[explaining.Explained]) -> None:
         )
         table.add_row(*(escape(cell) for cell in cells))
     console.print(table)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

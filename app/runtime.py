@@ -158,8 +158,9 @@ async def _cluster(app: web.Application) -> AsyncIterator[None]:
     executor: Executor | None = None
     drainer: Drainer | None = None
     restarter: Restarter | None = None
+    writer: NodeWriter | None = None
     if kube is not None:
-        executor, drainer, restarter = await _actuators(services, kube, book, box)
+        executor, drainer, restarter, writer = await _actuators(services, kube, book, box)
     services.pipeline = pipeline.Pipeline(
         inbox_=box,
         journal_=book,
@@ -176,6 +177,8 @@ async def _cluster(app: web.Application) -> AsyncIterator[None]:
     finally:
         if drainer is not None:
             await drainer.stop()
+        if writer is not None:
+            await writer.drain_background()
         if restarter is not None:
             await restarter.stop()
         if own_client is not None:
@@ -184,7 +187,7 @@ async def _cluster(app: web.Application) -> AsyncIterator[None]:
 
 async def _actuators(
     services: Services, kube: port.KubePort, book: journal.Journal, box: inbox.Inbox
-) -> tuple[Executor, Drainer, Restarter]:
+) -> tuple[Executor, Drainer, Restarter, NodeWriter]:
     settings, policy, clock, metrics = (
         services.settings,
         services.rules.policy,
@@ -234,7 +237,7 @@ async def _actuators(
         emit=emit,
         dry_run=dry_run,
     )
-    return executor, drainer, restarter
+    return executor, drainer, restarter, nodes
 
 
 async def _leadership(app: web.Application) -> AsyncIterator[None]:

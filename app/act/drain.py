@@ -57,13 +57,17 @@ class Drainer:
         *,
         reason: str,
         pods: list[PodRef] | None = None,
+        first: Callable[[], Awaitable[None]] | None = None,
         then: Callable[[list[Outcome]], Awaitable[None]] | None = None,
     ) -> asyncio.Task[list[Outcome]]:
-        """Drain `node` in the background (the listed pods, or every drainable GPU pod found on it)."""
+        """Drain `node` in the background (the listed pods, or every drainable GPU pod found on it).
+
+        `first` runs before the evictions (marking the node `draining`), `then` after them (hand-off).
+        """
         if self.running(node):
             return self._tasks[node]
         task = asyncio.create_task(
-            self._drain(node, reason=reason, pods=pods, then=then), name=f"drain-{node}"
+            self._drain(node, reason=reason, pods=pods, first=first, then=then), name=f"drain-{node}"
         )
         self._tasks[node] = task
         return task
@@ -79,9 +83,12 @@ class Drainer:
         *,
         reason: str,
         pods: list[PodRef] | None,
+        first: Callable[[], Awaitable[None]] | None,
         then: Callable[[list[Outcome]], Awaitable[None]] | None,
     ) -> list[Outcome]:
         started = time.monotonic()
+        if first is not None:
+            await first()
         if pods is None:
             found = await self._kube.list_pods(node=node)
             pods = [p.ref for p in found if plans.drainable(p, self._policy)]

@@ -88,7 +88,9 @@ class Executor:
                     quarantine, OutcomeStatus.RECORDED, f"drain of {node} started in the background"
                 )
             )
-            await self._nodes.set_state(node, RemediationState.DRAINING)
+
+            async def first() -> None:
+                await self._nodes.set_state(node, RemediationState.DRAINING)
 
             async def then(drained: list[Outcome]) -> None:
                 await self._journal.record_outcomes(fault_id, drained)
@@ -97,7 +99,7 @@ class Executor:
                     await self._journal.record_outcomes(fault_id, [done])
 
             pods = None if drain_whole_node else [a.pod for a in evictions if a.pod is not None]
-            self._drainer.start(node, reason=plan.fault.reason, pods=pods, then=then)
+            self._drainer.start(node, reason=plan.fault.reason, pods=pods, first=first, then=then)
         outcomes += await asyncio.gather(
             *(
                 self._restarter.restart(

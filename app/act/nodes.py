@@ -6,10 +6,12 @@ else changed the node in between, so we read again and recompute rather than ove
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from app.act.gatekeeper import GateKeeper
 from app.act.recorder import Recorder
@@ -53,6 +55,7 @@ class NodeWriter:
         self._identity = identity
         self._dry_run = dry_run
         self._clock = clock
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def quarantine(
         self, action: Action, fault: Fault, *, known: NodeState | None = None
@@ -114,13 +117,9 @@ class NodeWriter:
                 if fresh_quarantine:
                     self._gates.forget(name)
                 return WriteResult(self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc)), node)
-            await self._condition(name, fault)
-            await self._recorder.node_event(
-                name,
-                "SickbayQuarantined",
-                f"{cls.value}: {fault.reason}",
-                warning=True,
-            )
+            # The condition and the Event follow in the background: the node is out of the pool now,
+            # and in a storm the next node's quarantine must not wait behind this one's paperwork.
+            self._background(self._aftercare(name, fault, cls))
             return WriteResult(
                 self._recorder.outcome(action, OutcomeStatus.APPLIED, describe(patch), attempts=attempt),
                 updated,
@@ -130,6 +129,21 @@ class NodeWriter:
                 action, OutcomeStatus.FAILED, f"gave up after {_CONFLICT_RETRIES} conflicts"
             ),
             None,
+        )
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain_background(self) -> None:
+        """Wait for the conditions and Events still being written (shutdown, tests)."""
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _aftercare(self, name: str, fault: Fault, cls: FaultClass) -> None:
+        await self._condition(name, fault)
+        await self._recorder.node_event(
+            name, "SickbayQuarantined", f"{cls.value}: {fault.reason}", warning=True
         )
 
     async def _condition(self, name: str, fault: Fault) -> None:

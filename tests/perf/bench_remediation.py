@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +33,6 @@ from app.domain import NodePatch
 from app.kube import client as kube_client
 from app.kube.retries import RetryPolicy
 from app.runtime import SERVICES, build_app
-from app.sim.kubeapi import FaultConfig, KubeApiServer
 from tests.payloads import alert, webhook
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,10 +81,27 @@ def _policy(tmp: Path) -> Path:
     return path
 
 
-async def _world(tmp: Path, nodes: int) -> tuple[KubeApiServer, Timed, Any, TestServer]:
-    sim = KubeApiServer(seed=_seed(nodes), faults=FaultConfig(latency_ms=LATENCY_MS))
-    await sim.start()
-    kubeconfig = sim.write_kubeconfig(tmp / "kubeconfig")
+async def _world(tmp: Path, nodes: int) -> tuple[asyncio.subprocess.Process, Timed, Any, TestServer]:
+    # The API server runs in its own process, as a real one would: it must not share Sickbay's core.
+    seed = tmp / "seed.yaml"
+    seed.write_text(yaml.safe_dump(_seed(nodes)))
+    kubeconfig = tmp / "kubeconfig"
+    sim = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("sickbay")),
+        "simulate",
+        "kube-api",
+        "--seed",
+        str(seed),
+        "--latency-ms",
+        str(LATENCY_MS),
+        "--kubeconfig-out",
+        str(kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert sim.stdout is not None
+    line = await asyncio.wait_for(sim.stdout.readline(), 30)
+    assert b"simulated Kubernetes API" in line, line
     kube = await kube_client.connect(
         kubeconfig=str(kubeconfig), qps=5000, burst=5000, retry=RetryPolicy(attempts=5, base=0.05, timeout=10)
     )
@@ -139,6 +156,7 @@ async def measure_latency(tmp: Path) -> dict[str, float]:
                 await _post(session, url, [alert(fingerprint=f"lat{i:04d}", node=name, xid="79")])
                 await _wait(timed, {name}, timeout=10)
                 samples.append(timed.cordoned[name] - started)
+                await asyncio.sleep(0.3)  # let this node's drain and hand-off finish: one fault at a time
         return {
             "p50_ms": _pct(samples, 50),
             "p99_ms": _pct(samples, 99),
@@ -149,7 +167,8 @@ async def measure_latency(tmp: Path) -> dict[str, float]:
     finally:
         await server.close()
         await kube.close()
-        await sim.stop()
+        sim.terminate()
+        await sim.wait()
 
 
 async def measure_storm(tmp: Path) -> dict[str, float]:
@@ -179,7 +198,8 @@ async def measure_storm(tmp: Path) -> dict[str, float]:
     finally:
         await server.close()
         await kube.close()
-        await sim.stop()
+        sim.terminate()
+        await sim.wait()
 
 
 def _pct(values: list[float], pct: int) -> float:
