@@ -20,7 +20,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app import alertsync, api, pipeline
+from app import alertsync, api, pipeline, status
 from app.act.drain import Drainer
 from app.act.executor import Executor
 from app.act.gatekeeper import GateKeeper
@@ -32,6 +32,7 @@ from app.act.workload import Restarter
 from app.classify import signals as classify
 from app.config import rules
 from app.config.settings import Settings
+from app.decide import footprint
 from app.domain import Signal
 from app.ingest import auth, handlers, signals
 from app.kube import client as kube_client
@@ -108,6 +109,7 @@ def build_app(
     app.router.add_get("/api/v1/nodes/{name}", _node)
     app.router.add_get("/api/v1/breaker", _breaker)
     app.router.add_post("/api/v1/breaker/reset", _breaker_reset)
+    app.router.add_get("/", _status_page)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
@@ -431,6 +433,29 @@ async def _breaker(request: web.Request) -> web.StreamResponse:
 async def _breaker_reset(request: web.Request) -> web.StreamResponse:
     _authorised(request)
     return await api.breaker_reset(request, request.app[SERVICES].gates)
+
+
+async def _status_page(request: web.Request) -> web.StreamResponse:
+    services = request.app[SERVICES]
+    book = _journal(request)
+    nodes = None
+    if services.kube is not None:
+        try:
+            nodes = await services.kube.list_nodes(label_selector=footprint.STATE)
+        except kube_errors.KubeError as exc:
+            log.warning("status page: cannot list nodes: %s", exc)
+    html = status.render(
+        identity=services.settings.identity,
+        leader=services.leader,
+        dry_run=services.settings.dry_run,
+        paused=services.settings.pause,
+        now=services.clock(),
+        nodes=nodes,
+        entries=await book.entries(limit=50),
+        outcomes=await book.outcomes(limit=300),
+        gates=services.gates,
+    )
+    return web.Response(text=html, content_type="text/html")
 
 
 async def _healthz(request: web.Request) -> web.StreamResponse:
