@@ -20,6 +20,7 @@ import pydantic
 
 from app.act import observe
 from app.act.executor import Executor
+from app.act.urgency import Urgency
 from app.classify import signals as classify
 from app.config.settings import PipelineSettings
 from app.decide import groups, plans
@@ -104,8 +105,10 @@ class Pipeline:
         metrics: Metrics,
         kube: port.KubePort | None = None,
         executor: Executor | None = None,
+        urgency: Urgency | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        self._urgency = urgency or Urgency()
         self._kube = kube
         self._executor = executor
         self._inbox = inbox_
@@ -148,7 +151,8 @@ class Pipeline:
             for row in rows:
                 if self._retry_at.get(row.node, 0.0) <= loop.time():
                     by_node[row.node].append(row)
-            await asyncio.gather(*(self._node_rows(node_rows) for node_rows in by_node.values()))
+            async with self._urgency.urgent():
+                await asyncio.gather(*(self._node_rows(node_rows) for node_rows in by_node.values()))
             taken += sum(len(r) for r in by_node.values())
         self._metrics.inbox_depth.set(await self._inbox.depth())
         return taken

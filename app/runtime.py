@@ -28,6 +28,7 @@ from app.act.nodes import NodeWriter
 from app.act.reconcile import Reconciler
 from app.act.recorder import Recorder
 from app.act.remediate import Remediators
+from app.act.urgency import Urgency
 from app.act.workload import Restarter
 from app.classify import signals as classify
 from app.config import rules
@@ -161,8 +162,9 @@ async def _cluster(app: web.Application) -> AsyncIterator[None]:
     drainer: Drainer | None = None
     restarter: Restarter | None = None
     writer: NodeWriter | None = None
+    urgency = Urgency()
     if kube is not None:
-        executor, drainer, restarter, writer = await _actuators(services, kube, book, box)
+        executor, drainer, restarter, writer = await _actuators(services, kube, book, box, urgency)
     services.pipeline = pipeline.Pipeline(
         inbox_=box,
         journal_=book,
@@ -172,6 +174,7 @@ async def _cluster(app: web.Application) -> AsyncIterator[None]:
         metrics=services.metrics,
         kube=kube,
         executor=executor,
+        urgency=urgency,
         clock=services.clock,
     )
     try:
@@ -188,7 +191,7 @@ async def _cluster(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _actuators(
-    services: Services, kube: port.KubePort, book: journal.Journal, box: inbox.Inbox
+    services: Services, kube: port.KubePort, book: journal.Journal, box: inbox.Inbox, urgency: Urgency
 ) -> tuple[Executor, Drainer, Restarter, NodeWriter]:
     settings, policy, clock, metrics = (
         services.settings,
@@ -201,10 +204,22 @@ async def _actuators(
     gates = GateKeeper(policy=policy.budgets, journal=book, metrics=metrics, clock=clock)
     await gates.load()
     nodes = NodeWriter(
-        kube=kube, recorder=recorder, gates=gates, identity=settings.identity, dry_run=dry_run, clock=clock
+        kube=kube,
+        recorder=recorder,
+        gates=gates,
+        identity=settings.identity,
+        dry_run=dry_run,
+        clock=clock,
+        urgency=urgency,
     )
     drainer = Drainer(
-        kube=kube, recorder=recorder, policy=policy.drain, metrics=metrics, clock=clock, dry_run=dry_run
+        kube=kube,
+        recorder=recorder,
+        policy=policy.drain,
+        metrics=metrics,
+        clock=clock,
+        dry_run=dry_run,
+        urgency=urgency,
     )
     restarter = Restarter(kube=kube, recorder=recorder, clock=clock, dry_run=dry_run)
     remediators = Remediators(

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from app.act.recorder import Recorder
+from app.act.urgency import Urgency
 from app.config import rules
 from app.decide import plans
 from app.domain import Action, ActionKind, Outcome, OutcomeStatus, PodRef, Track
@@ -36,7 +37,9 @@ class Drainer:
         clock: Callable[[], datetime],
         dry_run: bool,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        urgency: Urgency | None = None,
     ) -> None:
+        self._urgency = urgency or Urgency()
         self._kube = kube
         self._recorder = recorder
         self._policy = policy
@@ -86,6 +89,7 @@ class Drainer:
         first: Callable[[], Awaitable[None]] | None,
         then: Callable[[list[Outcome]], Awaitable[None]] | None,
     ) -> list[Outcome]:
+        await self._urgency.calm()  # other nodes' quarantines go first
         started = time.monotonic()
         if first is not None:
             await first()

@@ -15,6 +15,7 @@ from typing import Any
 
 from app.act.gatekeeper import GateKeeper
 from app.act.recorder import Recorder
+from app.act.urgency import Urgency
 from app.decide import footprint
 from app.domain import (
     Action,
@@ -48,7 +49,9 @@ class NodeWriter:
         identity: str,
         dry_run: bool,
         clock: Callable[[], datetime],
+        urgency: Urgency | None = None,
     ) -> None:
+        self._urgency = urgency or Urgency()
         self._kube = kube
         self._recorder = recorder
         self._gates = gates
@@ -141,6 +144,7 @@ class NodeWriter:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _aftercare(self, name: str, fault: Fault, cls: FaultClass) -> None:
+        await self._urgency.calm()
         await self._condition(name, fault)
         await self._recorder.node_event(
             name, "SickbayQuarantined", f"{cls.value}: {fault.reason}", warning=True
