@@ -37,7 +37,7 @@ def _free_port() -> int:
 
 
 def _firing(port: int) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/alerts", timeout=5) as response:  # noqa: S310
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/alerts", timeout=5) as response:
         alerts = json.loads(response.read())["data"]["alerts"]
     return [a for a in alerts if a["state"] == "firing"]
 
@@ -67,7 +67,7 @@ async def test_bundle_fires_on_the_agents_series(tmp_path: Path) -> None:
         ],
     }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    proc = subprocess.Popen(  # noqa: ASYNC220 - a long-running child, stopped in finally
+    proc = subprocess.Popen(
         [
             str(PROMETHEUS),
             f"--config.file={tmp_path / 'prometheus.yml'}",

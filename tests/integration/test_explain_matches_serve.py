@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
+from app.config.settings import load_settings
+from app.runtime import build_app
+from app.sim.kubeapi import KubeApiServer
 from tests.integration.remediation_world import eventually, open_world
 from tests.payloads import alert, webhook
 
@@ -35,8 +39,10 @@ def sickbay_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from app.cli import main; sys.exit(main())"]
 
 
-async def run_explain(payload: Path, kubeconfig: Path) -> list[dict[str, Any]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SICKBAY_")}
+async def run_explain(
+    payload: Path, kubeconfig: Path, *, env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("SICKBAY_")} | (env or {})
     proc = await asyncio.create_subprocess_exec(
         *sickbay_command(),
         "explain",
@@ -46,7 +52,7 @@ async def run_explain(payload: Path, kubeconfig: Path) -> list[dict[str, Any]]:
         "--kubeconfig",
         str(kubeconfig),
         cwd=REPO,
-        env=env,
+        env=child_env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -121,3 +127,74 @@ async def test_explain_with_kubeconfig_prints_the_plan_serve_journals(tmp_path: 
     assert printed["plan"]["summary"] == served["plan"]["summary"]
     assert steps(printed["plan"]) == steps(served["plan"])
     assert comparable(printed["plan"]) == comparable(served["plan"])
+
+
+AMD_GPU = "amd.com/gpu"
+
+
+def amd_pod(name: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "training", "labels": {"app": name}},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "rocm/pytorch:latest",
+                    "resources": {"requests": {AMD_GPU: "4"}, "limits": {AMD_GPU: "4"}},
+                }
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="app/cli.py _explain_with_cluster connects with kube_client.connect(kubeconfig=...) only, ignoring "
+    "settings.kube.gpu_resources (and kube.context), so with a non-default GPU resource explain finds no "
+    "GPU pods to evict while serve evicts them",
+)
+async def test_explain_honours_the_configured_gpu_resources_like_serve(tmp_path: Path) -> None:
+    seed = {
+        "namespaces": ["training"],
+        "nodes": [{"name": "mi300-{i:02d}", "count": 2, "gpus": 8}],
+        "objects": [amd_pod("rocm-a", "mi300-00"), amd_pod("rocm-b", "mi300-01")],
+    }
+    body = webhook(alert(fingerprint="explain-amd-0", node="mi300-00", xid="79", gpu="0"))
+    payload = tmp_path / "payload.json"
+    payload.write_text(json.dumps(body))
+    async with KubeApiServer(seed=seed) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        settings = load_settings(
+            auth={"mode": "none"},
+            inbox={"path": tmp_path / "sickbay.db"},
+            kube={"enabled": True, "kubeconfig": str(kubeconfig), "gpu_resources": [AMD_GPU]},
+            reconcile_interval_s=3600,
+            dry_run=True,
+        )
+        client = TestClient(TestServer(build_app(settings)))
+        await client.start_server()
+        try:
+            explained = await run_explain(
+                payload, kubeconfig, env={"SICKBAY_KUBE__GPU_RESOURCES": json.dumps([AMD_GPU])}
+            )
+            response = await client.post(
+                "/api/v1/alerts", data=json.dumps(body), headers={"Content-Type": "application/json"}
+            )
+            assert response.status == 200, await response.text()
+
+            async def journaled() -> bool:
+                answer = await (await client.get("/api/v1/actions")).json()
+                return bool(answer["items"])
+
+            await eventually(journaled, what="the plan journaled by serve")
+            served = (await (await client.get("/api/v1/actions")).json())["items"][0]
+        finally:
+            await client.close()
+    # serve, configured for AMD GPUs, evicts the pod; explain must say the same.
+    assert ("evict-pod", "mi300-00", ("training", "rocm-a")) in steps(served["plan"])
+    assert steps(explained[0]["plan"]) == steps(served["plan"])
+    assert comparable(explained[0]["plan"]) == comparable(served["plan"])
