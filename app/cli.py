@@ -28,7 +28,7 @@ from app import runtime
 from app.agent import main as agent_main
 from app.classify.signals import Rules
 from app.config.errors import ConfigError
-from app.config.settings import load_settings
+from app.config.settings import Settings, load_settings
 from app.domain import Signal
 from app.ingest import signals
 from app.kube import client as kube_client
@@ -175,7 +175,9 @@ def _explain(args: argparse.Namespace) -> int:
     except explaining.ExplainError as exc:
         print(f"sickbay: {args.payload}: {exc}", file=sys.stderr)
         return 2
-    items = asyncio.run(_explain_with_cluster(batch, rules_=rules_, now=now, kubeconfig=args.kubeconfig))
+    items = asyncio.run(
+        _explain_with_cluster(batch, rules_=rules_, now=now, kubeconfig=args.kubeconfig, settings=settings)
+    )
     if args.format == "json":
         print(explaining.to_json(items))
         return 0
@@ -184,11 +186,14 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 async def _explain_with_cluster(
-    batch: list[Signal], *, rules_: Rules, now: datetime, kubeconfig: str | None
+    batch: list[Signal], *, rules_: Rules, now: datetime, kubeconfig: str | None, settings: Settings
 ) -> list[explaining.Explained]:
     if kubeconfig is None:
         return await explaining.explain(batch, rules_=rules_, now=now)
-    kube = await kube_client.connect(kubeconfig=kubeconfig)
+    # The same client settings as serve, so the same pods count as GPU pods in both.
+    kube = await kube_client.connect(
+        kubeconfig=kubeconfig, context=settings.kube.context, gpu_resources=settings.kube.gpu_resources
+    )
     try:
         return await explaining.explain(batch, rules_=rules_, now=now, kube=kube)
     finally:

@@ -263,6 +263,8 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
     settings = services.settings
     elector: kube_leader.LeaderElector | None = None
     if settings.leader.enabled and isinstance(services.kube, kube_client.KubeClient):
+        # A replica restarted in place (same pod) may still carry the label its previous process set.
+        await _label_own_pod(services, leader=False)
         elector = kube_leader.LeaderElector(
             services.kube.api,
             name=settings.leader.lease_name,

@@ -92,7 +92,10 @@ class Drainer:
         await self._urgency.calm()  # other nodes' quarantines go first
         started = time.monotonic()
         if first is not None:
-            await first()
+            try:
+                await first()
+            except errors.KubeError as exc:  # the label is cosmetic; the evictions must still happen
+                log.warning("could not mark %s as draining (%s); draining anyway", node, exc)
         if pods is None:
             found = await self._kube.list_pods(node=node)
             pods = [p.ref for p in found if plans.drainable(p, self._policy)]

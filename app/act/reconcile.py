@@ -103,6 +103,8 @@ class Reconciler:
             self._healthy_since.pop(node.name, None)
             return
         fault_class = _class_of(node)
+        if fault_class is not None and node.state is not RemediationState.VERIFYING:
+            await self._restore_condition(node, fault_class)
         match node.state:
             case RemediationState.QUARANTINED | RemediationState.DRAINING:
                 if fault_class in (FaultClass.DRIVER_MISMATCH, None):
@@ -116,6 +118,15 @@ class Reconciler:
                 await self._maybe_release(node, needs_remediation=False)
             case _:
                 pass
+
+    async def _restore_condition(self, node: NodeState, fault_class: FaultClass) -> None:
+        """Re-write GpuHealthy=False if the write after the quarantine was lost (it is best-effort there)."""
+        current = node.condition(footprint.CONDITION)
+        if (current is not None and current.status == "False") or self._dry_run:
+            return
+        await self._kube.set_node_condition(
+            node.name, footprint.quarantined_condition(node, fault_class, now=self._clock())
+        )
 
     def _start_drain(self, name: str, fault_class: FaultClass) -> None:
         async def then(drained: list[Outcome]) -> None:

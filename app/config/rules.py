@@ -110,8 +110,8 @@ class WorkloadPolicy(_Frozen):
 
 
 class DrainPolicy(_Frozen):
+    # Which resources make a pod a GPU pod is a client setting (`kube.gpu_resources`), shared with explain.
     gpu_pods_only: bool = True
-    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu",)
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     deadline: Duration = timedelta(minutes=10)
     on_deadline: Literal["leave", "delete"] = "leave"

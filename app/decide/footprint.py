@@ -130,6 +130,17 @@ def unhealthy_condition(fault: Fault, *, now: datetime) -> Condition:
     )
 
 
+def quarantined_condition(node: NodeState, fault_class: FaultClass, *, now: datetime) -> Condition:
+    """GpuHealthy=False for a node Sickbay quarantined, rebuilt from the node's own annotations."""
+    return Condition(
+        type=CONDITION,
+        status="False",
+        reason=_camel(fault_class.value),
+        message=_one_line(node.annotation(REASON) or fault_class.value)[:1000],
+        last_transition=now,
+    )
+
+
 def healthy_condition(*, now: datetime, message: str) -> Condition:
     return Condition(
         type=CONDITION, status="True", reason="GpusHealthy", message=message, last_transition=now

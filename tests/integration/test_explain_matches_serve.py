@@ -151,12 +151,6 @@ def amd_pod(name: str, node: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app/cli.py _explain_with_cluster connects with kube_client.connect(kubeconfig=...) only, ignoring "
-    "settings.kube.gpu_resources (and kube.context), so with a non-default GPU resource explain finds no "
-    "GPU pods to evict while serve evicts them",
-)
 async def test_explain_honours_the_configured_gpu_resources_like_serve(tmp_path: Path) -> None:
     seed = {
         "namespaces": ["training"],
