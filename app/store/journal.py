@@ -89,41 +89,37 @@ class Journal:
     ) -> tuple[int, bool]:
         """Journal a fault and its plan; returns its id and False when this row was journaled before (a replay)."""
         signal = fault.signal
+        # One autocommitted statement: the shared write lock is held for a single round trip.
         async with self._write_lock, self._lock:
-            await self._db.execute("BEGIN IMMEDIATE")
-            try:
-                cursor = await self._db.execute(
-                    "INSERT OR IGNORE INTO faults (inbox_seq, at, node, gpu, xid, class, rule, status, source, "
-                    "fingerprint, reason, signal, plan, workload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        inbox_seq,
-                        signal.starts_at.isoformat(),
-                        signal.node,
-                        signal.gpu,
-                        signal.xid,
-                        fault.fault_class.value,
-                        fault.rule,
-                        signal.status.value,
-                        signal.source.value,
-                        signal.fingerprint,
-                        fault.reason,
-                        codec.dumps(codec.signal_to_dict(signal)),
-                        codec.dumps(codec.plan_to_dict(plan)),
-                        workload,
-                    ),
-                )
-                fresh = (cursor.rowcount or 0) > 0
-                fault_id = cursor.lastrowid if fresh else None
-                if fault_id is None:
-                    async with self._db.execute(
-                        "SELECT id FROM faults WHERE inbox_seq = ?", (inbox_seq,)
-                    ) as c:
-                        row = await c.fetchone()
-                    fault_id = int(row[0]) if row else 0
-                await self._db.commit()
-            except BaseException:
-                await self._db.rollback()
-                raise
+            cursor = await self._db.execute(
+                "INSERT OR IGNORE INTO faults (inbox_seq, at, node, gpu, xid, class, rule, status, source, "
+                "fingerprint, reason, signal, plan, workload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    inbox_seq,
+                    signal.starts_at.isoformat(),
+                    signal.node,
+                    signal.gpu,
+                    signal.xid,
+                    fault.fault_class.value,
+                    fault.rule,
+                    signal.status.value,
+                    signal.source.value,
+                    signal.fingerprint,
+                    fault.reason,
+                    codec.dumps(codec.signal_to_dict(signal)),
+                    codec.dumps(codec.plan_to_dict(plan)),
+                    workload,
+                ),
+            )
+            fresh = (cursor.rowcount or 0) > 0
+            fault_id = cursor.lastrowid if fresh else None
+        if fault_id is None:  # a replayed row: find the id it was journaled under
+            async with (
+                self._lock,
+                self._db.execute("SELECT id FROM faults WHERE inbox_seq = ?", (inbox_seq,)) as found,
+            ):
+                row = await found.fetchone()
+            fault_id = int(row[0]) if row else 0
         return int(fault_id), fresh
 
     async def record_outcomes(self, fault_id: int | None, outcomes: Sequence[Outcome]) -> None:

@@ -55,8 +55,14 @@ async def test_fatal_xid_quarantines_in_one_read_one_write_evicts_and_restarts_t
         assert node.metadata.labels[footprint.STATE] in ("quarantined", "draining", "remediating")
         assert node.metadata.annotations[footprint.OWNED_BY] == "sickbay-test-0"
         assert '"xid":79' in node.metadata.annotations[footprint.FAULT]
-        condition = next(c for c in node.status.conditions if c.type == "GpuHealthy")
-        assert (condition.status, condition.reason) == ("False", "RebootNode")
+
+        async def unhealthy_condition() -> bool:  # written just after the quarantine, in the background
+            conditions = (await world.node("gpu-00")).status.conditions or []
+            return any(
+                (c.type, c.status, c.reason) == ("GpuHealthy", "False", "RebootNode") for c in conditions
+            )
+
+        await eventually(unhealthy_condition, what="GpuHealthy=False with the class as reason")
 
         async def gang_gone() -> bool:
             left = {
