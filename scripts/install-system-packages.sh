@@ -2,7 +2,7 @@
 # Installs the Debian packages Sickbay's tests and demo run for real. Idempotent; needs root or sudo.
 set -euo pipefail
 
-packages=(prometheus prometheus-alertmanager)
+packages=(prometheus prometheus-alertmanager chromium fonts-dejavu-core)
 missing=()
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
