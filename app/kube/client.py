@@ -209,12 +209,13 @@ class KubeClient:
         )
         updated = await self._send(
             f"PATCH node {patch.node}",
-            lambda: self._core.patch_node_without_preload_content(
-                patch.node,
-                body,
-                field_manager=COMPONENT,
-                _content_type=MERGE_PATCH,
-                _request_timeout=self._timeout,
+            lambda: self._direct(
+                "PATCH",
+                "/api/v1/nodes/{name}",
+                name=patch.node,
+                query=(("fieldManager", COMPONENT),),
+                body=body,
+                content_type=MERGE_PATCH,
             ),
         )
         return self._node_state(updated)
@@ -277,13 +278,17 @@ class KubeClient:
                     _continue=token,
                     _request_timeout=self._timeout,
                 )
-            return self._core.list_pod_for_all_namespaces_without_preload_content(
-                field_selector=field_selector,
-                label_selector=label_selector,
-                limit=self.page_size,
-                _continue=token,
-                _request_timeout=self._timeout,
-            )
+            query: list[tuple[str, str | int]] = [("limit", self.page_size)]
+            query += [
+                (k, v)
+                for k, v in (
+                    ("fieldSelector", field_selector),
+                    ("labelSelector", label_selector),
+                    ("continue", token),
+                )
+                if v
+            ]
+            return self._direct("GET", "/api/v1/pods", query=query)
 
         items = await self._list(f"LIST pods{where}", page)
         return [convert.pod_state(item, gpu_resources=self.gpu_resources) for item in items]
@@ -421,9 +426,33 @@ class KubeClient:
 
     async def _get_node_json(self, name: str) -> JsonObj:
         return await self._send(
-            f"GET node {name}",
-            lambda: self._core.read_node_without_preload_content(name, _request_timeout=self._timeout),
+            f"GET node {name}", lambda: self._direct("GET", "/api/v1/nodes/{name}", name=name)
         )
+
+    async def _direct(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str | int]] = (),
+        body: JsonObj | None = None,
+        content_type: str = "application/json",
+        **path_params: str,
+    ) -> aiohttp.ClientResponse:
+        """One request through the official client's transport (auth, TLS, kubeconfig), without the generated
+        method around it: those validate every argument with pydantic on each call, which is most of the CPU a
+        storm of node reads and writes costs. Used for the calls on the quarantine path only."""
+        params = await self.api.param_serialize(
+            method=method,
+            resource_path=path,
+            path_params=path_params,
+            query_params=list(query),
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = await self.api.call_api(*params, _request_timeout=self._timeout)
+        return response.response  # type: ignore[no-any-return]
 
     async def _list(
         self, what: str, page: Callable[[str | None], Awaitable[aiohttp.ClientResponse]]
