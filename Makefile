@@ -41,7 +41,7 @@ test: setup lint typecheck importlint
 	$(BIN)/pytest -q -p no:cacheprovider
 
 demo: setup
-	$(BIN)/sickbay explain examples/alertmanager-payload.json
+	$(BIN)/python -m app.demo
 
 bench: setup
 	$(BIN)/python -m tests.perf

@@ -39,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list[:1] == ["agent"]:
         # The agent is its own deployable with its own flags; it parses the rest of the line itself.
         return agent_main.main_agent(args_list[1:])
+    if args_list[:1] == ["demo"]:
+        # The demo starts real Prometheus, Alertmanager and simulators; loaded only for this command.
+        from app.demo import main_demo  # noqa: PLC0415
+
+        return main_demo(args_list[1:])
     if args_list[:1] == ["simulate"]:
         # Loaded only here: the simulator is for demos and tests, production commands never import it.
         from app.sim.cli import main_simulate  # noqa: PLC0415
@@ -79,6 +84,11 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     agent.set_defaults(run=lambda _: 2)
+
+    demo = sub.add_parser(
+        "demo", help="the whole loop on a simulated cluster, with a live timeline", add_help=False
+    )
+    demo.set_defaults(run=lambda _: 2)
 
     simulate = sub.add_parser(
         "simulate", help="simulated GPU fleet and Kubernetes API (demos, datasets, tests)", add_help=False

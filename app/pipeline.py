@@ -236,8 +236,9 @@ class Pipeline:
         plan = plans.plan_for(fault, policy=policy, now=now, situation=situation)
         pod = situation.pod(signal.pod.namespace, signal.pod.name) if signal.pod else None
         workload = groups.workload_key(pod, signal.pod, policy.workloads)
+        # The plan's fault: after an escalation it carries the class and reason that were acted on.
         fault_id, fresh = await self._journal.record(
-            inbox_seq=row.seq, fault=fault, plan=plan, workload=workload
+            inbox_seq=row.seq, fault=plan.fault, plan=plan, workload=workload
         )
         if fresh:
             self._metrics.faults.labels(fault_class=fault.fault_class.value, status=signal.status.value).inc()
