@@ -292,11 +292,7 @@ class ActionKind(StrEnum):
     QUARANTINE = "quarantine"
     DRAIN = "drain"
     REQUEST_REMEDIATION = "request-remediation"
-    VERIFY = "verify"
-    RELEASE = "release"
-    TAINT_NO_SCHEDULE = "taint-noschedule"
     TAINT_AT_RISK = "taint-at-risk"
-    ESCALATE = "escalate"
 
 
 @dataclass(frozen=True, slots=True)

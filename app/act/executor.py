@@ -75,6 +75,14 @@ class Executor:
                 why = f"not done: the quarantine was {result.outcome.status.value} ({result.outcome.detail})"
                 outcomes += [self._recorder.outcome(a, OutcomeStatus.SKIPPED, why) for a in rest]
                 return outcomes
+        # The proactive ladder (at-risk taints from predicted risk) is decided but not carried out yet: say so.
+        outcomes += [
+            self._recorder.outcome(
+                a, OutcomeStatus.SKIPPED, "the proactive at-risk ladder is not enabled; recorded"
+            )
+            for a in plan.actions
+            if a.kind is ActionKind.TAINT_AT_RISK
+        ]
         workload = [a for a in plan.actions if a.kind in (ActionKind.RESTART_GANG, ActionKind.RESTART_POD)]
         evictions = [a for a in plan.actions if a.kind is ActionKind.EVICT_POD]
         remediation = next((a for a in plan.actions if a.kind is ActionKind.REQUEST_REMEDIATION), None)
