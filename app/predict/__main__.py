@@ -1,0 +1,7 @@
+"""`python -m app.predict train|evaluate|score ...`."""
+
+import sys
+
+from app.predict.cli import main
+
+sys.exit(main())

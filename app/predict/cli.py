@@ -1,0 +1,165 @@
+"""Command lines for the predictor: `train`, `evaluate`, `score` (what `sickbay train|evaluate|score` run).
+
+Each command is a pair: `add_<cmd>_arguments(parser)` and `run_<cmd>(args) -> exit code`, so `app.cli`
+can mount them as subcommands; `python -m app.predict <cmd> ...` works on its own. Output: JSON on stdout
+(`--json`) or a rich table; progress and logs on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from app.predict import dataset, features, prometheus, registry, score, split, train
+
+add_train_arguments = train.add_arguments
+run_train = train.run
+
+
+# -- evaluate -------------------------------------------------------------------------------------------
+
+
+def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", type=Path, action="append", required=True, help="dataset directory")
+    parser.add_argument(
+        "--models", type=Path, default=Path("models"), help="models directory (default models/)"
+    )
+    parser.add_argument("--version", help="a version in the models directory (default: the current one)")
+    parser.add_argument(
+        "--warmup-hours", type=float, default=24.0, help="data skipped at the start (default 24)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    """Metrics of a model over whole datasets (every GPU counts as unseen)."""
+    model = _load(args.models, args.version)
+    if model is None:
+        return 3
+    config = train.TrainConfig(
+        horizon_s=model.card.horizon_s,
+        every_s=model.card.every_s,
+        sustain_s=model.card.sustain_s,
+        split=split.SplitSpec(warmup_s=args.warmup_hours * 3600.0),
+    )
+    with train.Steps(show=not args.quiet) as steps:
+        metrics = train.evaluate_on(model, args.dataset, config, steps=steps)
+    body = {"version": model.card.version, "datasets": [str(d) for d in args.dataset], **metrics.as_dict()}
+    print(json.dumps(body, indent=2))
+    return 0
+
+
+# -- score ----------------------------------------------------------------------------------------------
+
+
+def add_score_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dataset", type=Path, help="score a dataset directory at --at (default: its end)")
+    source.add_argument("--prometheus", metavar="URL", help="score the fleet now from Prometheus")
+    parser.add_argument(
+        "--models", type=Path, default=Path("models"), help="models directory (default models/)"
+    )
+    parser.add_argument("--version", help="a version in the models directory (default: the current one)")
+    parser.add_argument("--at", help="ISO-8601 time to score a dataset at (default: its last sample)")
+    parser.add_argument("--top", type=int, default=20, help="rows to show (default 20)")
+    parser.add_argument("--gpus", action="store_true", help="show GPUs, not nodes")
+    parser.add_argument("--json", action="store_true", help="JSON instead of a table")
+    parser.add_argument("--lookback-hours", type=float, default=168.0, help="history read (default 168)")
+
+
+def run_score(args: argparse.Namespace) -> int:
+    model = _load(args.models, args.version)
+    if model is None:
+        return 3
+    lookback = args.lookback_hours * 3600.0
+    if args.prometheus:
+        now = datetime.now(UTC)
+        settings = prometheus.ReaderSettings(
+            url=args.prometheus, step_s=model.card.step_s or 300.0, lookback_s=lookback
+        )
+        try:
+            frame = prometheus.RecentWindow(prometheus.Reader(settings)).refresh(now)
+        except prometheus.PrometheusUnavailable as exc:
+            print(f"sickbay score: {exc}", file=sys.stderr)
+            return 4
+    else:
+        frame = dataset.read_timeseries(args.dataset)
+        stamps = features.timestamps(frame)
+        end = float(stamps.max()) if args.at is None else _parse_time(args.at)
+        frame = frame.loc[(stamps > end - lookback) & (stamps <= end)]
+        now = datetime.fromtimestamp(end, UTC)
+    scores = score.score_frame(frame, model, now=now, explain_all=False)
+    risks = scores.gpus if args.gpus else scores.nodes
+    shown = risks[: args.top]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "at": now.isoformat(),
+                    "model_version": scores.model_version,
+                    "risks": [_risk(r) for r in shown],
+                },
+                indent=2,
+            )
+        )
+        return 0
+    table = Table(title=f"risk at {now:%Y-%m-%d %H:%M}Z (model {scores.model_version})")
+    for column in ("node", "gpu", "score", "level", "what drove it"):
+        table.add_column(column)
+    for risk in shown:
+        drivers = ", ".join(f"{name} {weight:+.2f}" for name, weight in risk.drivers)
+        table.add_row(risk.node, str(risk.gpu), f"{risk.score:.3f}", risk.level.value, drivers)
+    Console().print(table)
+    return 0
+
+
+def _parse_time(text: str) -> float:
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+
+
+def _risk(risk: Any) -> dict[str, Any]:
+    return {
+        "node": risk.node,
+        "gpu": risk.gpu,
+        "score": risk.score,
+        "level": risk.level.value,
+        "drivers": [list(d) for d in risk.drivers],
+    }
+
+
+def _load(models: Path, version: str | None) -> registry.RiskModel | None:
+    try:
+        return registry.load(models / version) if version else registry.load_current(models)
+    except registry.ModelUnavailable as exc:
+        print(f"sickbay: {exc}", file=sys.stderr)
+        return None
+
+
+# -- python -m app.predict ------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app.predict", description="GPU failure prediction")
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+    for name, add, run, help_ in (
+        ("train", add_train_arguments, run_train, "train a model on datasets and install it"),
+        ("evaluate", add_evaluate_arguments, run_evaluate, "measure a model on datasets"),
+        ("score", add_score_arguments, run_score, "score a fleet (dataset or Prometheus)"),
+    ):
+        command = sub.add_parser(name, help=help_)
+        add(command)
+        command.set_defaults(run=run)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    code: int = args.run(args)
+    return code

@@ -1,0 +1,290 @@
+"""Reading DCGM history from Prometheus (or anything with its HTTP API) into the features' input frame.
+
+One range query per source metric (`features.SOURCE_METRICS`) across ALL GPUs — never one per node — so a
+scoring cycle costs a fixed number of queries whatever the fleet size. Metrics DCGM 4.6 renamed are
+queried under both names in the same query (`{__name__=~"OLD|NEW"}`). Long ranges (training windows) are
+cut into chunks of at most `max_points` steps per series, under Prometheus' 11,000-point limit.
+
+`RecentWindow` keeps the last `lookback` in memory and, each cycle, asks only for what is new since the
+previous cycle, so steady-state scoring reads minutes of data, not days.
+
+Every failure to talk to Prometheus (connection refused, timeout after the retries, an HTTP error, a
+response that is not Prometheus JSON) raises `PrometheusUnavailable`: the scoring job pauses, and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from app.predict import features
+
+log = logging.getLogger(__name__)
+
+MAX_POINTS_PER_SERIES = 11_000  # Prometheus refuses range queries with more points per series
+
+
+class PrometheusUnavailable(Exception):
+    """Prometheus could not be read; scoring pauses until it can."""
+
+    def __init__(self, reason: str, *, query: str | None = None) -> None:
+        self.reason = reason
+        self.query = query
+        super().__init__(f"Prometheus unavailable: {reason}" + (f" (query {query})" if query else ""))
+
+
+class RangeClient(Protocol):
+    """The part of `prometheus_api_client.PrometheusConnect` this module uses."""
+
+    def custom_query_range(
+        self,
+        query: str,
+        start_time: datetime,
+        end_time: datetime,
+        step: str,
+        *,
+        params: dict[str, Any] | None = None,
+        timeout: int | None = None,
+    ) -> list[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReaderSettings:
+    url: str = "http://127.0.0.1:9090"
+    step_s: float = 300.0
+    lookback_s: float = 7 * 86400.0
+    timeout_s: float = 30.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    max_points: int = 10_000
+    verify_tls: bool = True
+    headers: Mapping[str, str] = field(default_factory=dict)
+    metrics: tuple[str, ...] = features.SOURCE_METRICS
+
+
+def connect(settings: ReaderSettings) -> RangeClient:
+    """A `PrometheusConnect` with timeouts and retries (urllib3's, with backoff, on 429 and 5xx)."""
+    from prometheus_api_client import PrometheusConnect  # noqa: PLC0415 - only when a reader connects
+    from urllib3.util.retry import Retry  # noqa: PLC0415
+
+    retry = Retry(
+        total=settings.retries,
+        backoff_factor=settings.backoff_s,
+        status_forcelist=(429, 500, 502, 503, 504),
+        allowed_methods=frozenset({"GET", "POST"}),
+        raise_on_status=False,
+    )
+    client: RangeClient = PrometheusConnect(
+        url=settings.url,
+        headers=dict(settings.headers) or None,
+        disable_ssl=not settings.verify_tls,
+        retry=retry,
+        timeout=settings.timeout_s,
+    )
+    return client
+
+
+def selector(metric: str) -> str:
+    """The PromQL selector for a source metric and its DCGM 4.6 name, if it has one."""
+    names = [metric, *(old for old, new in features.ALIASES.items() if new == metric)]
+    if len(names) == 1:
+        return metric
+    return '{__name__=~"' + "|".join(names) + '"}'
+
+
+def chunks(
+    start: datetime, end: datetime, *, step_s: float, max_points: int
+) -> list[tuple[datetime, datetime]]:
+    """[start, end] cut into pieces of at most `max_points` steps, contiguous on the step grid."""
+    if end < start:
+        return []
+    span = timedelta(seconds=step_s * (max_points - 1))
+    out: list[tuple[datetime, datetime]] = []
+    cursor = start
+    while cursor <= end:
+        stop = min(end, cursor + span)
+        out.append((cursor, stop))
+        cursor = stop + timedelta(seconds=step_s)
+    return out
+
+
+@dataclass(slots=True)
+class _Gpu:
+    node: str
+    gpu: int
+    uuid: str
+
+
+class Reader:
+    """Range reads of every source metric into one wide frame (one row per GPU per step)."""
+
+    def __init__(self, settings: ReaderSettings, *, client: RangeClient | None = None) -> None:
+        if settings.max_points > MAX_POINTS_PER_SERIES:
+            raise ValueError(f"max_points above Prometheus' limit of {MAX_POINTS_PER_SERIES}")
+        self.settings = settings
+        self._client = client
+        self.queries = 0
+
+    @property
+    def client(self) -> RangeClient:
+        if self._client is None:
+            self._client = connect(self.settings)
+        return self._client
+
+    def _range(self, query: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
+        step = f"{self.settings.step_s:g}s"
+        out: list[dict[str, Any]] = []
+        for lo, hi in chunks(start, end, step_s=self.settings.step_s, max_points=self.settings.max_points):
+            self.queries += 1
+            try:
+                result = self.client.custom_query_range(
+                    query, start_time=lo, end_time=hi, step=step, timeout=math.ceil(self.settings.timeout_s)
+                )
+            except Exception as exc:  # requests, urllib3 and the client's own errors all mean "not now"
+                raise PrometheusUnavailable(f"{type(exc).__name__}: {exc}", query=query) from exc
+            if not isinstance(result, list):
+                raise PrometheusUnavailable("the response is not a list of series", query=query)
+            out.extend(result)
+        return out
+
+    def read(self, start: datetime, end: datetime) -> pd.DataFrame:
+        """Samples of every source metric on the grid start, start + step, ... ≤ end, for every GPU seen."""
+        start = _aware(start)
+        end = _aware(end)
+        step = self.settings.step_s
+        grid_start = math.ceil(start.timestamp() / step) * step
+        n_times = (
+            math.floor((end.timestamp() - grid_start) / step) + 1 if end.timestamp() >= grid_start else 0
+        )
+        gpus: dict[tuple[str, int, str], int] = {}
+        cells: dict[str, list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]]] = {}
+        for metric in self.settings.metrics:
+            query = selector(metric)
+            series = self._range(query, datetime.fromtimestamp(grid_start, UTC), end)
+            cells[metric] = list(_parse(series, gpus, grid_start=grid_start, step=step, n_times=n_times))
+        return _assemble(gpus, cells, grid_start=grid_start, step=step, n_times=n_times)
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def gpu_identity(labels: Mapping[str, str]) -> tuple[str, int, str] | None:
+    """(node, gpu, uuid) from a series' labels, accepting every host spelling; None without host or gpu."""
+    host = next((labels[name] for name in features.HOST_COLUMNS if labels.get(name)), None)
+    gpu = labels.get("gpu")
+    if host is None or gpu is None or not gpu.isdigit():
+        return None
+    if host == labels.get("instance") and "node" not in labels:
+        host = host.rsplit(":", 1)[0] if ":" in host else host
+    return host, int(gpu), labels.get("UUID") or labels.get("uuid") or ""
+
+
+def _parse(
+    series: Iterable[Mapping[str, Any]],
+    gpus: dict[tuple[str, int, str], int],
+    *,
+    grid_start: float,
+    step: float,
+    n_times: int,
+) -> Iterable[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
+    for one in series:
+        labels = one.get("metric", {})
+        values = one.get("values", [])
+        identity = gpu_identity(labels) if isinstance(labels, Mapping) else None
+        if identity is None or not values:
+            continue
+        index = gpus.setdefault(identity, len(gpus))
+        raw = np.asarray(values, dtype=object)
+        t = raw[:, 0].astype(np.float64)
+        v = np.array([_number(x) for x in raw[:, 1]], dtype=np.float64)
+        slot = np.rint((t - grid_start) / step).astype(np.int64)
+        ok = (slot >= 0) & (slot < n_times)
+        yield index, slot[ok], v[ok]
+
+
+def _number(text: Any) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _assemble(
+    gpus: Mapping[tuple[str, int, str], int],
+    cells: Mapping[str, Sequence[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]]],
+    *,
+    grid_start: float,
+    step: float,
+    n_times: int,
+) -> pd.DataFrame:
+    n_gpus = len(gpus)
+    size = n_gpus * n_times
+    identities = sorted(gpus, key=gpus.__getitem__)
+    times = grid_start + step * np.arange(n_times, dtype=np.float64)
+    frame = pd.DataFrame(
+        {
+            "node": np.repeat(np.array([g[0] for g in identities], dtype=object), n_times),
+            "gpu": np.repeat(np.array([g[1] for g in identities], dtype=np.int64), n_times),
+            "uuid": np.repeat(np.array([g[2] for g in identities], dtype=object), n_times),
+            "timestamp": np.tile(times, n_gpus),
+        }
+    )
+    present = np.zeros(size, dtype=bool)
+    for metric, parts in cells.items():
+        column = np.full(size, np.nan)
+        for index, slot, values in parts:
+            position = index * n_times + slot
+            # Several series per GPU (pod labels change, both DCGM names): keep the largest value.
+            current = column[position]
+            column[position] = np.where(np.isnan(current), values, np.fmax(current, values))
+        present |= ~np.isnan(column)
+        frame[metric] = column
+    frame["present"] = present.astype(np.int64)
+    return frame
+
+
+class RecentWindow:
+    """The last `lookback` of samples, refreshed incrementally: each `refresh(now)` reads only new steps."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+        self._frame: pd.DataFrame | None = None
+        self._until: float | None = None
+
+    def refresh(self, now: datetime) -> pd.DataFrame:
+        settings = self.reader.settings
+        now_s = _aware(now).timestamp()
+        oldest = now_s - settings.lookback_s
+        if self._frame is None or self._until is None or self._until < oldest:
+            frame = self.reader.read(datetime.fromtimestamp(oldest, UTC), _aware(now))
+        else:
+            start = datetime.fromtimestamp(self._until + settings.step_s, UTC)
+            new = self.reader.read(start, _aware(now)) if start <= _aware(now) else self._frame.iloc[0:0]
+            frame = pd.concat([self._frame, new], ignore_index=True)
+            frame = frame[frame["timestamp"] >= oldest]
+        frame = _fill_grid(frame)
+        if len(frame):
+            self._until = float(frame["timestamp"].max())
+        self._frame = frame.reset_index(drop=True)
+        return self._frame
+
+
+def _fill_grid(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every GPU seen gets a row at every instant (present=0 where it has none): a gap is a feature."""
+    if frame.empty:
+        return frame
+    gpus = frame[["node", "gpu", "uuid"]].drop_duplicates()
+    times = pd.DataFrame({"timestamp": np.unique(frame["timestamp"].to_numpy())})
+    full = gpus.merge(times, how="cross")
+    merged = full.merge(frame, on=["node", "gpu", "uuid", "timestamp"], how="left")
+    merged["present"] = merged["present"].fillna(0).astype(np.int64)
+    return merged

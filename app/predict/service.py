@@ -1,0 +1,216 @@
+"""The scoring job the scheduler runs every cycle: model → recent samples → risks → signals on change.
+
+`ScoringService.run_once(now)` is blocking (HTTP to Prometheus, pandas, sklearn): call it from a worker
+thread (`asyncio.to_thread`). It never raises for the two expected troubles, it reports them:
+
+- no usable model (`registry.ModelUnavailable`) → status `rules-only`: an ERROR log line when it starts,
+  the gauge `sickbay_predict_model_loaded` at 0, and the reason in every cycle's result;
+- Prometheus unreachable (`prometheus.PrometheusUnavailable`) → status `paused`: a WARNING log line when it
+  starts, `sickbay_predict_scoring_paused` at 1, scoring resumes by itself.
+
+`signals(cycle)` turns level changes per node into `domain.Signal`s (source `prediction`, label
+`sickbay_class=at-risk`, so classification maps them to the at-risk class). A node whose level drops to
+`none` gets a resolved signal. It enqueues nothing itself: the scheduler does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+
+import pandas as pd
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+from app import domain
+from app.predict import prometheus, registry, score
+
+log = logging.getLogger(__name__)
+
+AT_RISK_ALERT = "GpuAtRisk"
+
+
+class CycleStatus(StrEnum):
+    SCORED = "scored"
+    RULES_ONLY = "rules-only"
+    PAUSED = "paused"
+
+
+@dataclass(frozen=True, slots=True)
+class Cycle:
+    status: CycleStatus
+    at: datetime
+    reason: str = ""
+    scores: score.Scores | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PredictMetrics:
+    model_loaded: Gauge
+    scoring_paused: Gauge
+    cycles: Counter
+    cycle_seconds: Histogram
+    nodes_at_risk: Gauge
+
+    @classmethod
+    def create(cls, registry_: CollectorRegistry) -> PredictMetrics:
+        return cls(
+            model_loaded=Gauge(
+                "sickbay_predict_model_loaded",
+                "1 when a checked risk model is loaded; 0 means rules-only",
+                registry=registry_,
+            ),
+            scoring_paused=Gauge(
+                "sickbay_predict_scoring_paused",
+                "1 while scoring is paused because Prometheus cannot be read",
+                registry=registry_,
+            ),
+            cycles=Counter(
+                "sickbay_predict_cycles", "Scoring cycles by outcome", ["status"], registry=registry_
+            ),
+            cycle_seconds=Histogram(
+                "sickbay_predict_cycle_seconds", "Time one scoring cycle took", registry=registry_
+            ),
+            nodes_at_risk=Gauge(
+                "sickbay_predict_nodes_at_risk", "Nodes at each risk level", ["level"], registry=registry_
+            ),
+        )
+
+
+@dataclass(slots=True)
+class ScoringService:
+    """Holds the model and the node levels between cycles; one owner (the scheduler's job)."""
+
+    models_dir: Path
+    read_recent: Callable[[datetime], pd.DataFrame]
+    metrics: PredictMetrics | None = None
+    warn: float | None = None
+    act: float | None = None
+    rollup: score.Rollup = "max"
+    threads: int = 1
+    _model: registry.RiskModel | None = None
+    _model_error: str | None = None
+    _paused: str | None = None
+    _levels: dict[str, tuple[domain.RiskLevel, datetime]] = field(default_factory=dict)
+
+    @classmethod
+    def from_prometheus(
+        cls, models_dir: Path, settings: prometheus.ReaderSettings, **kwargs: object
+    ) -> ScoringService:
+        window = prometheus.RecentWindow(prometheus.Reader(settings))
+        return cls(models_dir=models_dir, read_recent=window.refresh, **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def model(self) -> registry.RiskModel | None:
+        return self._model
+
+    def reload(self) -> registry.RiskModel | None:
+        """Load the current model again (after a promotion or a rollback); logs loudly when there is none."""
+        try:
+            model = registry.load_current(self.models_dir)
+        except registry.ModelUnavailable as exc:
+            if self._model_error != exc.reason:
+                log.error("risk scoring is OFF, running rules-only: %s", exc)
+            self._model, self._model_error = None, exc.reason
+        else:
+            if self._model is None or self._model.card.version != model.card.version:
+                log.info(
+                    "risk model %s loaded (act ≥ %.3f, warn ≥ %.3f)",
+                    model.card.version,
+                    model.card.act,
+                    model.card.warn,
+                )
+            self._model, self._model_error = model, None
+        if self.metrics is not None:
+            self.metrics.model_loaded.set(1 if self._model is not None else 0)
+        return self._model
+
+    def run_once(self, now: datetime) -> Cycle:
+        started = time.perf_counter()
+        cycle = self._cycle(now)
+        elapsed = time.perf_counter() - started
+        if self.metrics is not None:
+            self.metrics.cycles.labels(status=cycle.status.value).inc()
+            self.metrics.cycle_seconds.observe(elapsed)
+            self.metrics.scoring_paused.set(1 if cycle.status is CycleStatus.PAUSED else 0)
+            if cycle.scores is not None:
+                for level in domain.RiskLevel:
+                    count = sum(1 for r in cycle.scores.nodes if r.level is level)
+                    self.metrics.nodes_at_risk.labels(level=level.value).set(count)
+        return Cycle(cycle.status, cycle.at, cycle.reason, cycle.scores, round(elapsed, 3))
+
+    def _cycle(self, now: datetime) -> Cycle:
+        model = self._model if self._model is not None else self.reload()
+        if model is None:
+            return Cycle(CycleStatus.RULES_ONLY, now, reason=self._model_error or "no model")
+        try:
+            frame = self.read_recent(now)
+        except prometheus.PrometheusUnavailable as exc:
+            if self._paused is None:
+                log.warning("risk scoring paused: %s", exc)
+            self._paused = exc.reason
+            return Cycle(CycleStatus.PAUSED, now, reason=exc.reason)
+        if self._paused is not None:
+            log.info("risk scoring resumed: Prometheus answers again")
+            self._paused = None
+        with threadpool_limits(limits=self.threads):
+            scores = score.score_frame(
+                frame, model, now=now, warn=self.warn, act=self.act, rollup=self.rollup
+            )
+        return Cycle(CycleStatus.SCORED, now, scores=scores)
+
+    def signals(self, cycle: Cycle) -> list[domain.Signal]:
+        """Signals for the nodes whose level changed since the last scored cycle."""
+        if cycle.scores is None:
+            return []
+        out: list[domain.Signal] = []
+        seen: set[str] = set()
+        for risk in cycle.scores.nodes:
+            seen.add(risk.node)
+            before = self._levels.get(risk.node)
+            if before is not None and before[0] is risk.level:
+                continue
+            if risk.level is domain.RiskLevel.NONE:
+                self._levels.pop(risk.node, None)
+                if before is not None:
+                    out.append(to_signal(risk, now=cycle.at, since=before[1], resolved=True))
+                continue
+            self._levels[risk.node] = (risk.level, cycle.at)
+            out.append(to_signal(risk, now=cycle.at, since=cycle.at))
+        return out
+
+
+def to_signal(risk: domain.Risk, *, now: datetime, since: datetime, resolved: bool = False) -> domain.Signal:
+    """A node's risk as a signal that classifies to `at-risk` (label `sickbay_class`)."""
+    drivers = ", ".join(f"{name} +{weight:.2f}" for name, weight in risk.drivers)
+    return domain.Signal(
+        source=domain.SignalSource.PREDICTION,
+        fingerprint=f"risk:{risk.node}",
+        status=domain.SignalStatus.RESOLVED if resolved else domain.SignalStatus.FIRING,
+        name=AT_RISK_ALERT,
+        starts_at=since,
+        received_at=now,
+        node=risk.node,
+        gpu=risk.gpu,
+        ends_at=now if resolved else None,
+        labels=domain.freeze_mapping(
+            {
+                "sickbay_class": domain.FaultClass.AT_RISK.value,
+                "level": risk.level.value,
+                "model_version": risk.model_version,
+            }
+        ),
+        annotations=domain.freeze_mapping(
+            {
+                "score": f"{risk.score:.4f}",
+                "drivers": drivers,
+                "summary": f"predicted {risk.level.value} risk",
+            }
+        ),
+    )

@@ -1,0 +1,77 @@
+"""The default model shipped in models/: it loads, it scores, and it holds up on a seed it never saw.
+
+The bounds below sit under what the shipped model measured on this held-out dataset (seed 101, 60 nodes x
+6 days, failures at 40x the published rate): row precision 1.0, 23 of 24 failures with a precursor caught
+(0.96), median lead time 7.9 h, no false alarm in 300 node-days, none of 58 trap GPUs flagged. Run with
+`-s` to see the figures. The issue's targets (precision ≥ 0.9, recall ≥ 0.8, median lead ≥ 6 h, ≤ 1 false
+alarm per 1,000 node-days, no trap flagged) are asserted where this small sample can resolve them: 300
+node-days cannot tell 1 from 3 false alarms per 1,000, so "at most one here" is what is checked.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from app.predict import dataset, evaluate, features, registry, score, split, train
+from tests.predict.conftest import SHIPPED_MODELS
+
+
+@pytest.fixture(scope="module")
+def shipped() -> registry.RiskModel:
+    return registry.load_current(SHIPPED_MODELS)
+
+
+def test_the_shipped_model_loads_with_a_complete_card(shipped: registry.RiskModel) -> None:
+    card = shipped.card
+    assert card.features == features.FEATURES
+    assert card.model_sha256 == registry.sha256_file(SHIPPED_MODELS / card.version / "model.skops")
+    assert (SHIPPED_MODELS / card.version / "model.skops").stat().st_size < 5_000_000
+    assert card.training["provenance"], "the card must say how the training data was made"
+    assert 0 < card.warn <= card.act < 1.0001
+    for key in ("precision", "recall", "pr_auc", "false_alarms_per_1000_node_days", "lead_time_h"):
+        assert key in card.metrics["holdout"]
+
+
+def test_the_shipped_model_scores_a_fleet(shipped: registry.RiskModel, heldout_dataset: Path) -> None:
+    frame = dataset.read_timeseries(heldout_dataset)
+    end = float(frame["timestamp"].max())
+    recent = frame[frame["timestamp"] > end - 7 * 86400]
+    scores = score.score_frame(recent, shipped, now=datetime.fromtimestamp(end, UTC))
+    assert len(scores.nodes) == 60
+    assert {r.model_version for r in scores.gpus} == {shipped.card.version}
+    flagged = [r for r in scores.nodes if r.level.value != "none"]
+    assert all(r.drivers for r in flagged)
+
+
+@pytest.fixture(scope="module")
+def heldout_metrics(shipped: registry.RiskModel, heldout_dataset: Path) -> evaluate.Metrics:
+    config = train.TrainConfig(horizon_s=shipped.card.horizon_s, every_s=shipped.card.every_s)
+    with train.Steps(show=False) as steps:
+        prepared = train.prepare([heldout_dataset], config, steps=steps, whole=True)
+    data = prepared.part_of(split.Part.HOLDOUT)
+    metrics = evaluate.evaluate(shipped.decision_scores(data), data, threshold=shipped.card.act)
+    print("held-out seed 101:", json.dumps(metrics.as_dict()))
+    return metrics
+
+
+def test_precision_on_a_heldout_seed(heldout_metrics: evaluate.Metrics) -> None:
+    assert heldout_metrics.precision >= 0.9
+    assert heldout_metrics.true_alarms > 0
+
+
+def test_recall_and_lead_time_on_failures_with_precursors(heldout_metrics: evaluate.Metrics) -> None:
+    assert heldout_metrics.failures_with_precursor >= 20
+    assert heldout_metrics.event_recall_with_precursor >= 0.85
+    median = heldout_metrics.lead_time_h["median"]
+    assert median is not None
+    assert median >= 6.0
+
+
+def test_false_alarms_and_traps_on_a_heldout_seed(heldout_metrics: evaluate.Metrics) -> None:
+    assert heldout_metrics.trap_gpus > 0
+    assert heldout_metrics.trap_gpus_flagged == 0
+    assert heldout_metrics.false_alarms <= 1

@@ -1,0 +1,260 @@
+"""Features on hand-built frames: rates, resets, last-XID semantics, missing fields, host spellings."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from app.predict import features as f
+
+T0 = 1_740_960_000.0  # 2025-03-03T00:00:00Z
+STEP = 300.0
+
+
+def gpu_frame(
+    n: int, *, node: str = "n1", gpu: int = 0, uuid: str = "GPU-a", **columns: object
+) -> pd.DataFrame:
+    """One GPU, `n` samples every 5 minutes; column values are scalars or sequences of length n."""
+    body: dict[str, object] = {
+        "node": node,
+        "gpu": gpu,
+        "uuid": uuid,
+        "timestamp": T0 + STEP * np.arange(n),
+        "present": 1,
+    }
+    body.update(columns)
+    return pd.DataFrame(body)
+
+
+def feature(table: pd.DataFrame, name: str, row: int = -1) -> float:
+    return float(table[name].iloc[row])
+
+
+def test_feature_list_is_complete_and_unique() -> None:
+    assert len(f.FEATURES) == len(set(f.FEATURES))
+    table = f.compute_features(gpu_frame(3, **{f.GPU_TEMP: 50}))
+    assert list(table.columns) == [*f.KEY_COLUMNS, *f.FEATURES]
+
+
+def test_sbe_rates_over_windows_and_acceleration() -> None:
+    # 24 h flat at 1 error per 5 minutes (12/h), then the last hour at 10 per 5 minutes (120/h).
+    n = 24 * 12 + 12 + 1
+    increments = np.r_[0, np.full(24 * 12, 1), np.full(12, 10)]
+    frame = gpu_frame(n, **{f.SBE_AGG: np.cumsum(increments)})
+    table = f.compute_features(frame)
+    assert feature(table, "sbe_rate_1h") == pytest.approx(120.0)
+    assert feature(table, "sbe_rate_6h") == pytest.approx((5 * 12 + 120) / 6)
+    assert feature(table, "sbe_rate_24h") == pytest.approx((23 * 12 + 120) / 24)
+    assert feature(table, "sbe_accel_1h_6h") == pytest.approx(math.log1p(120) - math.log1p(30), rel=1e-5)
+    # Steady rate: no acceleration.
+    assert feature(table, "sbe_accel_6h_24h", row=24 * 12) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_rate_before_a_full_window_uses_the_time_covered() -> None:
+    frame = gpu_frame(4, **{f.PCIE_REPLAY: [0, 10, 20, 30]})
+    table = f.compute_features(frame)
+    assert feature(table, "pcie_replay_rate_1h") == pytest.approx(30 / 15.0)  # per minute over 15 min
+    assert math.isnan(feature(table, "pcie_replay_rate_1h", row=0))  # no time span yet
+
+
+def test_counter_reset_counts_the_new_value_and_restarts_windows() -> None:
+    # A volatile counter climbs, the node reboots (energy and SBE drop), then climbs again.
+    sbe = [0, 100, 200, 300, 5, 15]
+    energy = [0, 1e6, 2e6, 3e6, 1e5, 2e5]
+    frame = gpu_frame(6, **{f.SBE_VOL: sbe, f.ENERGY: energy})
+    table = f.compute_features(frame)
+    # After the reset at row 4, windows start at the reset: 5 + 10 errors in the 10 minutes since.
+    assert feature(table, "sbe_rate_1h") == pytest.approx(15 / (10 / 60))
+    assert feature(table, "hours_since_reset") == pytest.approx(STEP / 3600)
+    assert feature(table, "hours_since_reset", row=3) == pytest.approx(3 * STEP / 3600)
+    # Before the reset the rate is the plain one.
+    assert feature(table, "sbe_rate_1h", row=3) == pytest.approx(300 / 0.25)
+
+
+def test_aggregate_counter_is_preferred_and_never_goes_negative() -> None:
+    frame = gpu_frame(5, **{f.SBE_VOL: [0, 5, 1, 2, 3], f.SBE_AGG: [50, 55, 56, 57, 58]})
+    table = f.compute_features(frame)
+    rates = table["sbe_rate_1h"].to_numpy()
+    assert np.all(rates[1:] >= 0)
+    assert feature(table, "sbe_rate_1h") == pytest.approx(2 / (10 / 60))  # since the reset at row 2
+
+
+def test_xid_gauge_counts_changes_to_a_new_value_not_the_value() -> None:
+    # The last-XID gauge: 13 appears, stays (one event), clears, 13 again (a second event), 48, then 63.
+    xids = [0, 0, 13, 13, 13, 0, 13, 48, 48, 63]
+    table = f.compute_features(gpu_frame(len(xids), **{f.XID: xids}))
+    assert feature(table, "xid_workload_events_24h") == 2
+    assert feature(table, "xid_hardware_events_7d") == 1
+    assert feature(table, "xid_ignore_events_24h") == 1
+
+
+def test_an_xid_already_there_in_the_first_sample_is_not_an_event() -> None:
+    table = f.compute_features(gpu_frame(3, **{f.XID: [79, 79, 79]}))
+    assert feature(table, "xid_hardware_events_7d") == 0
+
+
+def test_missing_fields_give_nan_not_zero() -> None:
+    table = f.compute_features(gpu_frame(20, **{f.GPU_TEMP: 50.0}))
+    for name in (
+        "sbe_rate_1h",
+        "pcie_replay_rate_1h",
+        "nvlink_crc_rate_1h",
+        "row_remap_pending",
+        "xid_hardware_events_7d",
+    ):
+        assert table[name].isna().all(), name
+    assert table["gpu_temp_vs_baseline_c"].notna().all()
+
+
+def test_dcgm_blank_values_are_missing() -> None:
+    blank = 9223372036854775794
+    frame = gpu_frame(4, **{f.MEMORY_TEMP: [blank] * 4, f.GPU_TEMP: 50})
+    table = f.compute_features(frame)
+    assert table["mem_temp_vs_baseline_c"].isna().all()
+
+
+@pytest.mark.parametrize("host", ["Hostname", "hostname", "kubernetes_node"])
+def test_every_host_spelling_gives_the_same_features(host: str) -> None:
+    values = {f.GPU_TEMP: np.linspace(40, 60, 30), f.SBE_AGG: np.arange(30) * 3, f.XID: [0] * 29 + [13]}
+    reference = f.compute_features(gpu_frame(30, **values))
+    renamed = gpu_frame(30, **values).rename(columns={"node": host})
+    table = f.compute_features(renamed)
+    pd.testing.assert_frame_equal(table[list(f.FEATURES)], reference[list(f.FEATURES)])
+    assert set(table["node"].astype(str)) == {"n1"}
+
+
+def test_instance_label_loses_its_port_and_upper_case_uuid_is_accepted() -> None:
+    frame = gpu_frame(3, **{f.GPU_TEMP: 50}).rename(columns={"node": "instance", "uuid": "UUID"})
+    frame["instance"] = "10.0.0.7:9400"
+    table = f.compute_features(frame)
+    assert set(table["node"].astype(str)) == {"10.0.0.7"}
+    assert set(table["uuid"].astype(str)) == {"GPU-a"}
+
+
+def test_dcgm_4_6_names_are_read_as_the_old_ones() -> None:
+    old = gpu_frame(12, **{f.PCIE_REPLAY: np.arange(12) * 5, f.XID: [0] * 11 + [79]})
+    new = old.rename(columns={f.PCIE_REPLAY: "DCGM_FI_DEV_PCIE_REPLAY_TOTAL", f.XID: "DCGM_FI_DEV_XID_ERROR"})
+    a, b = f.compute_features(old), f.compute_features(new)
+    pd.testing.assert_frame_equal(a[list(f.FEATURES)], b[list(f.FEATURES)])
+
+
+def test_temperature_against_own_baseline_and_peers() -> None:
+    n = 7 * 24 * 12
+    frames = []
+    for gpu in range(4):
+        temps = np.full(n, 55.0)
+        if gpu == 2:
+            temps[-12:] = 70.0  # the last hour, 15 degrees hotter than itself and its peers
+        frames.append(
+            gpu_frame(n, gpu=gpu, uuid=f"GPU-{gpu}", **{f.GPU_TEMP: temps, f.MEMORY_TEMP: temps + 5})
+        )
+    table = f.compute_features(pd.concat(frames, ignore_index=True), last_only=True).set_index("gpu")
+    # Against itself: the last hour's mean minus the 7-day mean (which the last hour is part of).
+    own = 15.0 - 15.0 * 12 / n
+    assert table.loc[2, "gpu_temp_vs_baseline_c"] == pytest.approx(own, rel=1e-4)
+    assert table.loc[2, "gpu_temp_vs_peers_c"] == pytest.approx(own, rel=1e-4)
+    assert table.loc[0, "gpu_temp_vs_peers_c"] == pytest.approx(0.0)
+    assert table.loc[2, "mem_gpu_temp_gap_vs_baseline_c"] == pytest.approx(0.0, abs=1e-4)
+
+
+def test_temperature_residuals_discount_the_load() -> None:
+    n = 3 * 24 * 12
+    rng = np.random.default_rng(4)
+    util = np.repeat(rng.choice([0.0, 50.0, 95.0], n // 36), 36)  # jobs come and go every 3 hours
+    util[-12:] = 95.0
+    healthy = 30.0 + 0.4 * util
+    sick = healthy.copy()
+    sick[-12:] += 10.0  # 10 degrees hotter than this GPU runs at the same load
+    frames = [
+        gpu_frame(n, uuid="GPU-ok", **{f.GPU_UTIL: util, f.GPU_TEMP: healthy}),
+        gpu_frame(n, gpu=1, uuid="GPU-hot", **{f.GPU_UTIL: util, f.GPU_TEMP: sick}),
+    ]
+    table = f.compute_features(pd.concat(frames, ignore_index=True), last_only=True).set_index("uuid")
+    assert table.loc["GPU-ok", "gpu_temp_vs_baseline_c"] == pytest.approx(0.0, abs=1e-3)
+    assert table.loc["GPU-hot", "gpu_temp_vs_baseline_c"] == pytest.approx(10.0, abs=0.5)
+
+
+def test_throttle_shares_read_the_bitmask() -> None:
+    reasons = [0] * 6 + [0x20] * 3 + [0x40 | 0x8] * 3  # the last hour: half SW thermal, half HW thermal
+    table = f.compute_features(gpu_frame(12, **{f.THROTTLE: reasons}))
+    assert feature(table, "thermal_throttle_share_1h") == pytest.approx(0.5)
+    assert feature(table, "hw_slowdown_share_1h") == pytest.approx(0.25)
+    assert feature(table, "power_throttle_share_6h") == 0.0
+
+
+def test_missing_samples_are_a_feature() -> None:
+    present = [1] * 6 + [0] * 6
+    temps = [50.0] * 6 + [np.nan] * 6
+    table = f.compute_features(gpu_frame(12, present=present, **{f.GPU_TEMP: temps}))
+    assert feature(table, "missing_share_1h") == pytest.approx(0.5)
+
+
+def test_burstiness_separates_bursts_from_a_trickle() -> None:
+    steady = gpu_frame(100, uuid="GPU-s", **{f.PCIE_REPLAY: np.arange(100) * 4})
+    bursty_increments = np.zeros(100)
+    bursty_increments[4::24] = 96
+    bursty = gpu_frame(100, gpu=1, uuid="GPU-b", **{f.PCIE_REPLAY: np.cumsum(bursty_increments)})
+    table = f.compute_features(pd.concat([steady, bursty]), last_only=True).set_index("uuid")
+    assert table.loc["GPU-s", "pcie_replay_burstiness_6h"] == pytest.approx(0.0, abs=1e-6)
+    assert table.loc["GPU-b", "pcie_replay_burstiness_6h"] > 3.0
+
+
+def test_row_selection_every_last_and_tail() -> None:
+    frame = gpu_frame(13, **{f.GPU_TEMP: 50})
+    assert len(f.compute_features(frame, every_s=1800)) == 3  # minutes 0, 30 and 60
+    last = f.compute_features(frame, last_only=True)
+    assert len(last) == 1
+    assert last["timestamp"].iloc[0] == T0 + 12 * STEP
+    tail = f.compute_features(frame, tail_s=1800)
+    assert tail["timestamp"].tolist() == [T0 + k * STEP for k in range(6, 13)]
+
+
+def test_gpus_never_share_a_window_and_input_order_does_not_matter() -> None:
+    a = gpu_frame(24, uuid="GPU-a", **{f.SBE_AGG: np.arange(24) * 10})
+    b = gpu_frame(24, gpu=1, uuid="GPU-b", **{f.SBE_AGG: np.zeros(24)})
+    frame = pd.concat([a, b], ignore_index=True).sample(frac=1.0, random_state=1)
+    table = f.compute_features(frame, last_only=True).set_index("uuid")
+    assert table.loc["GPU-b", "sbe_rate_1h"] == 0.0
+    assert table.loc["GPU-a", "sbe_rate_1h"] == pytest.approx(120.0)
+
+
+def test_a_replaced_board_starts_a_new_series() -> None:
+    old = gpu_frame(12, uuid="GPU-old", **{f.SBE_AGG: np.arange(12) * 100})
+    new = gpu_frame(12, uuid="GPU-new", **{f.SBE_AGG: np.zeros(12)})
+    new["timestamp"] += 12 * STEP
+    table = f.compute_features(pd.concat([old, new]), last_only=True).set_index("uuid")
+    assert table.loc["GPU-new", "sbe_rate_1h"] == 0.0
+
+
+def test_featurising_is_fast() -> None:
+    rng = np.random.default_rng(0)
+    gpus, n = 64, 2016  # 64 GPUs x 7 days at 5 minutes = 129k rows
+    frames = [
+        gpu_frame(
+            n,
+            node=f"n{g // 8}",
+            gpu=g % 8,
+            uuid=f"GPU-{g}",
+            **{
+                name: np.cumsum(rng.poisson(0.2, n))
+                for name in (f.SBE_AGG, f.SBE_VOL, f.PCIE_REPLAY, f.NVLINK_CRC_FLIT, f.ENERGY)
+            },
+            **{
+                f.GPU_TEMP: rng.normal(60, 3, n),
+                f.MEMORY_TEMP: rng.normal(66, 3, n),
+                f.XID: rng.choice([0, 13], n),
+            },
+        )
+        for g in range(gpus)
+    ]
+    frame = pd.concat(frames, ignore_index=True)
+    started = time.perf_counter()
+    table = f.compute_features(frame)
+    elapsed = time.perf_counter() - started
+    assert len(table) == gpus * n
+    # About 5 s per million rows on one core measured; a generous bound for a loaded CI machine.
+    assert elapsed < 15.0
