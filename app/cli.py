@@ -44,6 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.demo import main_demo  # noqa: PLC0415
 
         return main_demo(args_list[1:])
+    if args_list[:1] in (["train"], ["evaluate"], ["score"]):
+        # scikit-learn is loaded only for the model commands.
+        from app.predict.cli import main as predict_main  # noqa: PLC0415
+
+        return predict_main(args_list)
     if args_list[:1] == ["simulate"]:
         # Loaded only here: the simulator is for demos and tests, production commands never import it.
         from app.sim.cli import main_simulate  # noqa: PLC0415
@@ -84,6 +89,13 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     agent.set_defaults(run=lambda _: 2)
+
+    for name, text in (
+        ("train", "train a degradation model from simulator or Prometheus datasets"),
+        ("evaluate", "evaluate the current model on a dataset"),
+        ("score", "print the current top-risk GPUs with the features that drove each score"),
+    ):
+        sub.add_parser(name, help=text, add_help=False).set_defaults(run=lambda _: 2)
 
     demo = sub.add_parser(
         "demo", help="the whole loop on a simulated cluster, with a live timeline", add_help=False
