@@ -63,15 +63,7 @@ _NO_CLUSTER_NEEDED = frozenset({FaultClass.IGNORE, FaultClass.DEPENDS})
 
 
 def internal_record(signal: Signal) -> inbox.Record:
-    return inbox.Record(
-        source=signal.source.value,
-        fingerprint=signal.fingerprint,
-        starts_at=signal.starts_at.isoformat(),
-        status=signal.status.value,
-        node=signal.node,
-        payload=codec.dumps(codec.signal_to_dict(signal)),
-        received_at=signal.received_at.isoformat(),
-    )
+    return inbox.record_of(signal, payload=codec.signal_json(signal))
 
 
 @dataclass(frozen=True)

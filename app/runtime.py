@@ -20,7 +20,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app import alertsync, api, pipeline, status
+from app import alertsync, api, pipeline, schedule, status
 from app.act.drain import Drainer
 from app.act.executor import Executor
 from app.act.gatekeeper import GateKeeper
@@ -66,6 +66,7 @@ class Services:
     kube: port.KubePort | None = None
     gates: GateKeeper | None = None
     reconciler: Reconciler | None = None
+    scoring: schedule.Scoring | None = None
     leader: bool = False
     ready: bool = False
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -103,6 +104,7 @@ def build_app(
     app.cleanup_ctx.append(_storage)
     app.cleanup_ctx.append(_cluster)
     app.cleanup_ctx.append(_leadership)
+    app.cleanup_ctx.append(_prediction)
     app.router.add_post("/api/v1/alerts", _alerts)
     app.router.add_post("/api/v1/gpu-events", _gpu_events)
     app.router.add_get("/api/v1/actions", _actions)
@@ -298,6 +300,29 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
         if elector is not None:
             with contextlib.suppress(kube_errors.KubeError):
                 await elector.release()
+
+
+async def _prediction(app: web.Application) -> AsyncIterator[None]:
+    """Risk scoring: loaded on every replica (so a bad model is reported at once), scheduled on start."""
+    services = app[SERVICES]
+    settings = services.settings.prediction
+    if not settings.enabled or services.inbox is None:
+        yield
+        return
+    scoring = schedule.Scoring(
+        settings, box=services.inbox, registry=services.metrics.registry, clock=services.clock
+    )
+    try:
+        await scoring.start()
+    except Exception:  # prediction must never stop the alert path from serving
+        log.exception("risk scoring could not start; remediating from alerts only")
+        yield
+        return
+    services.scoring = scoring
+    try:
+        yield
+    finally:
+        await scoring.stop()
 
 
 async def _start_leading(services: Services) -> None:

@@ -21,6 +21,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _no_risk_model_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading the shipped model costs ~0.3 s of CPU per service start; only the tests about prediction
+    need it (they pass `prediction=...` to the settings, which wins over the environment)."""
+    monkeypatch.setenv("SICKBAY_PREDICTION__ENABLED", "false")
+
+
 def _free_port() -> int:
     with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
         sock.bind(("127.0.0.1", 0))

@@ -102,6 +102,18 @@ class LeaderSettings(BaseModel):
         return self
 
 
+class PredictionSettings(BaseModel):
+    """Risk scoring from DCGM history. Without a Prometheus URL the model is still loaded (and checked)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    models_dir: Path = RULES_DIR.parent / "models"
+    prometheus_url: str | None = None
+    interval_s: float = Field(default=300.0, gt=0)
+    lookback_s: float = Field(default=7 * 86400.0, gt=0)
+
+
 class Settings(BaseSettings):
     """Everything `sickbay serve` needs to know at start. Policy and the XID catalog live in `rules/`."""
 
@@ -121,6 +133,7 @@ class Settings(BaseSettings):
     pipeline: PipelineSettings = PipelineSettings()
     kube: KubeSettings = KubeSettings()
     leader: LeaderSettings = LeaderSettings()
+    prediction: PredictionSettings = PredictionSettings()
     # Who this replica is (the pod name in a cluster); written into `sickbay.io/owned-by`.
     identity: str = Field(default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname())
     pod_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "sickbay"))

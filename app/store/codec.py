@@ -78,3 +78,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
 
 def dumps(data: Any) -> str:
     return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+
+def signal_json(signal: Signal) -> str:
+    return dumps(signal_to_dict(signal))

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import aiosqlite
 
+from app.domain import Signal
+
 log = logging.getLogger(__name__)
 _LOOKUP_CHUNK = 500  # fingerprints per dedup lookup, well under SQLite's bound-parameter limit
 
@@ -58,6 +60,19 @@ class Record:
     node: str | None
     payload: str
     received_at: str
+
+
+def record_of(signal: Signal, *, payload: str) -> Record:
+    """The inbox row of a signal Sickbay made itself (a capacity drop, a risk change)."""
+    return Record(
+        source=signal.source.value,
+        fingerprint=signal.fingerprint,
+        starts_at=signal.starts_at.isoformat(),
+        status=signal.status.value,
+        node=signal.node,
+        payload=payload,
+        received_at=signal.received_at.isoformat(),
+    )
 
 
 @dataclass(frozen=True, slots=True)

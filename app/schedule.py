@@ -1,0 +1,93 @@
+"""Scheduled work (APScheduler): the risk-scoring cycle. Jobs enqueue signals, they never act directly.
+
+Each cycle scores every GPU from Prometheus in a worker thread and turns level changes into `at-risk`
+signals in the inbox, where the pipeline handles them like any alert. A missing or corrupt model means
+rules-only (logged at start and on every reload); Prometheus being down pauses scoring; neither touches
+the alert path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
+from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
+from prometheus_client import CollectorRegistry
+
+from app.config.settings import PredictionSettings
+from app.predict import prometheus as predict_prometheus
+from app.predict import service as predict_service
+from app.store import codec, inbox
+
+log = logging.getLogger(__name__)
+
+
+class Scoring:
+    def __init__(
+        self,
+        settings: PredictionSettings,
+        *,
+        box: inbox.Inbox,
+        registry: CollectorRegistry,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._settings = settings
+        self._box = box
+        self._clock = clock
+        reader = predict_prometheus.ReaderSettings(
+            url=settings.prometheus_url or "http://127.0.0.1:9090", lookback_s=settings.lookback_s
+        )
+        self.service = predict_service.ScoringService.from_prometheus(
+            settings.models_dir, reader, metrics=predict_service.PredictMetrics.create(registry)
+        )
+        self.last: predict_service.Cycle | None = None
+        self._scheduler: AsyncIOScheduler | None = None
+        self._loading: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Load the model in the background (start-up and readiness never wait on it), then schedule."""
+        self._loading = asyncio.create_task(self._load_and_schedule(), name="predict-start")
+
+    async def loaded(self) -> None:
+        """Wait until the first model load finished (tests; the status page does not need to)."""
+        if self._loading is not None:
+            await asyncio.shield(self._loading)
+
+    async def _load_and_schedule(self) -> None:
+        await asyncio.to_thread(self.service.reload)  # says loudly when the model is missing or bad
+        if not self._settings.prometheus_url:
+            log.info(
+                "risk scoring has no Prometheus URL (prediction.prometheus_url): the model is loaded, not run"
+            )
+            return
+        scheduler = AsyncIOScheduler(timezone=UTC)
+        scheduler.add_job(
+            self.score_once,
+            IntervalTrigger(seconds=self._settings.interval_s),
+            id="predict-score",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=60,
+            next_run_time=self._clock(),
+        )
+        scheduler.start()
+        self._scheduler = scheduler
+
+    async def score_once(self) -> None:
+        cycle = await asyncio.to_thread(self.service.run_once, self._clock())
+        self.last = cycle
+        signals = self.service.signals(cycle)
+        if signals:
+            await self._box.append(
+                [inbox.record_of(signal, payload=codec.signal_json(signal)) for signal in signals]
+            )
+
+    async def stop(self) -> None:
+        if self._loading is not None and not self._loading.done():
+            self._loading.cancel()
+            await asyncio.gather(self._loading, return_exceptions=True)
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
