@@ -309,9 +309,7 @@ async def _prediction(app: web.Application) -> AsyncIterator[None]:
     if not settings.enabled or services.inbox is None:
         yield
         return
-    scoring = schedule.Scoring(
-        settings, box=services.inbox, registry=services.metrics.registry, clock=services.clock
-    )
+    scoring = schedule.Scoring(settings, box=services.inbox, metrics=services.metrics, clock=services.clock)
     try:
         await scoring.start()
     except Exception:  # prediction must never stop the alert path from serving

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
-from prometheus_client import CollectorRegistry
 
 from app.config.settings import PredictionSettings
+from app.obs.metrics import Metrics
 from app.predict import prometheus as predict_prometheus
 from app.predict import service as predict_service
 from app.store import codec, inbox
@@ -31,9 +31,10 @@ class Scoring:
         settings: PredictionSettings,
         *,
         box: inbox.Inbox,
-        registry: CollectorRegistry,
+        metrics: Metrics,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        self._metrics = metrics
         self._settings = settings
         self._box = box
         self._clock = clock
@@ -41,7 +42,7 @@ class Scoring:
             url=settings.prometheus_url or "http://127.0.0.1:9090", lookback_s=settings.lookback_s
         )
         self.service = predict_service.ScoringService.from_prometheus(
-            settings.models_dir, reader, metrics=predict_service.PredictMetrics.create(registry)
+            settings.models_dir, reader, metrics=predict_service.PredictMetrics.create(metrics.registry)
         )
         self.last: predict_service.Cycle | None = None
         self._scheduler: AsyncIOScheduler | None = None
@@ -58,6 +59,7 @@ class Scoring:
 
     async def _load_and_schedule(self) -> None:
         await asyncio.to_thread(self.service.reload)  # says loudly when the model is missing or bad
+        self._export_card()
         if not self._settings.prometheus_url:
             log.info(
                 "risk scoring has no Prometheus URL (prediction.prometheus_url): the model is loaded, not run"
@@ -79,11 +81,32 @@ class Scoring:
     async def score_once(self) -> None:
         cycle = await asyncio.to_thread(self.service.run_once, self._clock())
         self.last = cycle
+        self._export_scores(cycle)
         signals = self.service.signals(cycle)
         if signals:
             await self._box.append(
                 [inbox.record_of(signal, payload=codec.signal_json(signal)) for signal in signals]
             )
+
+    def _export_card(self) -> None:
+        model = self.service.model
+        self._metrics.model_info.clear()
+        if model is None:
+            return
+        holdout = model.card.metrics.get("holdout", {})
+        self._metrics.model_info.labels(version=model.card.version).set(1)
+        self._metrics.model_precision.set(float(holdout.get("precision", 0.0)))
+        self._metrics.model_recall.set(float(holdout.get("recall", 0.0)))
+
+    def _export_scores(self, cycle: predict_service.Cycle) -> None:
+        if cycle.scores is None:
+            return
+        self._metrics.gpu_risk.clear()
+        self._metrics.node_risk.clear()
+        for risk in cycle.scores.gpus:
+            self._metrics.gpu_risk.labels(node=risk.node, gpu=str(risk.gpu)).set(risk.score)
+        for risk in cycle.scores.nodes:
+            self._metrics.node_risk.labels(node=risk.node).set(risk.score)
 
     async def stop(self) -> None:
         if self._loading is not None and not self._loading.done():

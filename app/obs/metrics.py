@@ -28,6 +28,11 @@ class Metrics:
     evictions_blocked: Counter
     kube_errors: Counter
     leader: Gauge
+    gpu_risk: Gauge
+    node_risk: Gauge
+    model_info: Gauge
+    model_precision: Gauge
+    model_recall: Gauge
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
@@ -110,4 +115,18 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
             registry=registry,
         ),
         leader=Gauge("sickbay_leader", "1 while this replica is the leader", registry=registry),
+        gpu_risk=Gauge(
+            "sickbay_gpu_risk",
+            "Calibrated probability of a hardware fault within the horizon",
+            ["node", "gpu"],
+            registry=registry,
+        ),
+        node_risk=Gauge(
+            "sickbay_node_risk", "The node's risk: its riskiest GPU", ["node"], registry=registry
+        ),
+        model_info=Gauge("sickbay_model_info", "1 for the risk model in use", ["version"], registry=registry),
+        model_precision=Gauge(
+            "sickbay_model_precision", "Holdout precision from the model card", registry=registry
+        ),
+        model_recall=Gauge("sickbay_model_recall", "Holdout recall from the model card", registry=registry),
     )

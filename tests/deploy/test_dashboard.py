@@ -28,12 +28,7 @@ from tests.deploy import promql, support
 
 # Added by the prediction work (the risk model), not registered by app/obs/metrics.py yet. When one of
 # them is, test_prediction_metrics_are_not_registered_yet fails: remove it from here.
-PREDICTION_METRICS: dict[str, set[str]] = {
-    "sickbay_gpu_risk": {"node", "gpu"},
-    "sickbay_model_info": {"version"},
-    "sickbay_model_precision": set(),
-    "sickbay_model_recall": set(),
-}
+PREDICTION_METRICS: dict[str, set[str]] = {}  # all registered by app/obs/metrics.py now
 # Series Prometheus itself makes.
 PROMETHEUS_SERIES: dict[str, set[str] | None] = {"ALERTS": None, "up": None}
 # Labels a scrape adds to every series (ServiceMonitor/PodMonitor target labels, see deploy/overlays).

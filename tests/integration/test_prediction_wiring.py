@@ -67,4 +67,7 @@ async def test_the_shipped_model_loads_in_the_service(tmp_path: Path, aiohttp_cl
     assert scoring is not None
     await scoring.loaded()
     assert scoring.service.model is not None
-    assert "sickbay_predict_model_loaded 1.0" in await (await client.get("/metrics")).text()
+    text = await (await client.get("/metrics")).text()
+    assert "sickbay_predict_model_loaded 1.0" in text
+    assert f'sickbay_model_info{{version="{scoring.service.model.card.version}"}} 1.0' in text
+    assert "sickbay_model_precision 1.0" in text
