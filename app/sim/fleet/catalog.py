@@ -1,7 +1,7 @@
 """What each XID means for the ground truth: its class (as rules/xid-catalog.yaml says) and its name.
 
-A copy, not a loader: the simulator imports `app.domain` only, and ground truth must not change when a
-cluster overrides its catalog. tests/sim checks this table against the shipped rules/xid-catalog.yaml.
+The classes are a copy, not a loader: ground truth must not change when a cluster overrides its catalog.
+The names are the NVML agent's table (`app.agent.xid`), so both exporters write the same `err_msg`. tests/sim checks this table against the shipped rules/xid-catalog.yaml.
 `expected_class` resolves the catalog's `depends` entries the way the catalog's comments describe, for
 the XIDs the simulator emits, so labels can be scored against what Sickbay should decide.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from app.agent import xid as xid_names
 from app.domain import FaultClass
 
 XID_CLASSES: Mapping[int, FaultClass] = {
@@ -58,44 +59,6 @@ XID_CLASSES: Mapping[int, FaultClass] = {
 }
 
 # The `err_msg` label dcgm-exporter writes next to `err_code`, after NVIDIA's XID catalog.
-XID_NAMES: Mapping[int, str] = {
-    0: "No Error",
-    8: "GPU stopped processing",
-    13: "Graphics Engine Exception",
-    31: "GPU memory page fault",
-    32: "Invalid or corrupted push buffer stream",
-    38: "Driver firmware error",
-    43: "GPU stopped processing",
-    45: "Preemptive cleanup, due to previous errors",
-    46: "GPU stopped processing",
-    48: "Double Bit ECC Error",
-    54: "Auxiliary power is not connected to the GPU board",
-    62: "Internal micro-controller halt",
-    63: "ECC page retirement or row remapping recording event",
-    64: "ECC page retirement or row remapper recording failure",
-    68: "NVDEC0 Exception",
-    69: "Graphics Engine class error",
-    74: "NVLINK Error",
-    79: "GPU has fallen off the bus",
-    92: "High single-bit ECC error rate",
-    94: "Contained ECC error",
-    95: "Uncontained ECC error",
-    109: "Context Switch Timeout Error",
-    110: "Security Fault Error",
-    119: "GSP RPC Timeout",
-    120: "GSP Error",
-    121: "C2C Link Error",
-    136: "ALI Training Fail",
-    140: "Unrecovered ECC Error",
-    143: "GPU Initialization Failure",
-    151: "Key rotation Error",
-    154: "GPU Recovery Action Changed",
-    155: "NVLINK: SW Defined Error",
-    156: "Resource Retirement Event",
-    157: "Resource Retirement Failure",
-    158: "GPU Fatal Timeout",
-    160: "Channel Retirement Event",
-}
 
 # The device plugin marks a GPU unhealthy (lowering allocatable) on every XID except these.
 DEVICE_PLUGIN_SKIPPED_XIDS = frozenset({13, 31, 43, 45, 68, 109})
@@ -119,7 +82,8 @@ def expected_class(xid: int, *, row_remap_failure: bool = False) -> FaultClass:
 
 
 def describe(xid: int) -> str:
-    return XID_NAMES.get(xid, "Unknown Error")
+    """The exporter's `err_msg`: the same names the NVML agent reports, from one table."""
+    return xid_names.describe_xid(xid)
 
 
 def marks_unhealthy(xid: int) -> bool:
