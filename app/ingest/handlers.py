@@ -16,7 +16,6 @@ from typing import Literal
 from aiohttp import web
 
 from app.config.settings import Settings
-from app.domain import Signal
 from app.ingest import auth, bodies, payloads, signals
 from app.obs.metrics import Metrics
 from app.store import inbox
@@ -24,7 +23,6 @@ from app.store import inbox
 log = logging.getLogger(__name__)
 
 Source = Literal["alertmanager", "agent"]
-_MAX_DETAILS = 20
 
 
 @dataclass(frozen=True)
@@ -97,20 +95,8 @@ def _event_records(payload: payloads.GpuEventsPayload, *, received_at: datetime)
             raise bodies.Rejection(
                 422, "invalid_event", str(exc), [{"loc": exc.where, "msg": exc.message}]
             ) from None
-        records.append(_record(signal, event.model_dump_json(), source="agent"))
+        records.append(inbox.record_of(signal, payload=event.model_dump_json()))
     return records
-
-
-def _record(signal: Signal, payload: str, *, source: Source) -> inbox.Record:
-    return inbox.Record(
-        source=source,
-        fingerprint=signal.fingerprint,
-        starts_at=signal.starts_at.isoformat(),
-        status=signal.status.value,
-        node=signal.node,
-        payload=payload,
-        received_at=signal.received_at.isoformat(),
-    )
 
 
 async def _store(intake: Intake, records: Sequence[inbox.Record], *, source: Source) -> web.Response:
