@@ -108,14 +108,14 @@ class Reconciler:
         match node.state:
             case RemediationState.QUARANTINED | RemediationState.DRAINING:
                 if fault_class in (FaultClass.DRIVER_MISMATCH, None):
-                    await self._maybe_release(node, needs_remediation=False)
+                    await self._maybe_release(node)
                 elif not self._drainer.running(node.name):
                     log.info("reconcile: resuming the drain of %s", node.name)
                     self._start_drain(node.name, fault_class)
             case RemediationState.REMEDIATING:
                 await self._remediating(node, fault_class)
             case RemediationState.VERIFYING:
-                await self._maybe_release(node, needs_remediation=False)
+                await self._maybe_release(node)
             case _:
                 pass
 
@@ -161,7 +161,7 @@ class Reconciler:
                 node.name, RemediationState.REMEDIATING, remediation_requested="replace"
             )
 
-    async def _maybe_release(self, node: NodeState, *, needs_remediation: bool) -> None:
+    async def _maybe_release(self, node: NodeState) -> None:
         now = self._clock()
         active = await self._journal.active_alerts(node=node.name)
         hardware_active = [
@@ -170,7 +170,7 @@ class Reconciler:
             if cls in {c.value for c in FaultClass if c.is_hardware} | {"driver-mismatch"}
         ]
         short = node.gpu_capacity > 0 and node.gpu_allocatable < node.gpu_capacity
-        if hardware_active or short or needs_remediation:
+        if hardware_active or short:
             self._healthy_since.pop(node.name, None)
             return
         since = self._healthy_since.setdefault(node.name, now)
