@@ -27,7 +27,7 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -178,21 +178,63 @@ def _step_s(frame: pd.DataFrame) -> float | None:
     return float(np.median(np.diff(instants))) if instants.size > 1 else None
 
 
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One labelled time series for `prepare_sources`: a dataset directory's, or Prometheus history with
+    failures from the journal and the XID series (`history`)."""
+
+    name: str
+    frame: pd.DataFrame
+    truth: dataset.Truth
+
+
 def prepare(
     directories: Sequence[Path], config: TrainConfig, *, steps: Steps, whole: bool = False
 ) -> Prepared:
     """Read, featurise and label datasets; `whole` puts every warmed-up row in the holdout (evaluation)."""
+
+    def read() -> Iterator[Source]:
+        for directory in directories:
+            with steps.step(f"read {directory.name}"):
+                frame = dataset.read_timeseries(directory)
+                truth = dataset.read_truth(directory)
+            yield Source(directory.name, frame, truth)
+
+    def digest() -> str:
+        with steps.step("hash data"):
+            return dataset.dataset_hash(list(directories))
+
+    return prepare_sources(
+        read(),
+        config,
+        steps=steps,
+        whole=whole,
+        tag_nodes=len(directories) > 1,
+        data_hash=digest,
+        names=tuple(str(d) for d in directories),
+    )
+
+
+def prepare_sources(
+    sources: Iterable[Source],
+    config: TrainConfig,
+    *,
+    steps: Steps,
+    data_hash: Callable[[], str],
+    names: tuple[str, ...],
+    whole: bool = False,
+    tag_nodes: bool = False,
+) -> Prepared:
+    """Featurise and label sources one at a time (a frame is dropped once featurised). `tag_nodes`
+    prefixes node names and failure ids with the source's name, so several sources never mix."""
     keys: list[pd.DataFrame] = []
     label_parts: list[labels.Labels] = []
     failures: list[pd.DataFrame] = []
     traps: list[npt.NDArray[np.object_]] = []
     step_s: float | None = None
     raw_rows = 0
-    for index, directory in enumerate(directories):
-        tag = f"{directory.name}:" if len(directories) > 1 else ""
-        with steps.step(f"read {directory.name}"):
-            frame = dataset.read_timeseries(directory)
-            truth = dataset.read_truth(directory)
+    for index, source in enumerate(sources):
+        frame, truth, name = source.frame, source.truth, source.name
         raw_rows += len(frame)
         step_s = step_s or _step_s(frame)
         table = featurise(
@@ -200,10 +242,10 @@ def prepare(
             every_s=config.every_s,
             node_chunk=config.node_chunk,
             steps=steps,
-            name=f"features {directory.name}",
+            name=f"features {name}",
         )
-        del frame
-        with steps.step(f"labels {directory.name}"):
+        del frame, source
+        with steps.step(f"labels {name}"):
             lab = labels.label_rows(
                 table,
                 truth.failures,
@@ -212,7 +254,8 @@ def prepare(
                 censor_early=config.censor_early,
             )
             kinds = dataset.trap_kinds(truth.traps, table)
-        if tag:
+        if tag_nodes:
+            tag = f"{name}:"
             table["node"] = tag + table["node"]
             fails = truth.failures.assign(
                 node=tag + truth.failures["node"], id=f"{index}:" + truth.failures["id"]
@@ -231,6 +274,8 @@ def prepare(
         label_parts.append(lab)
         failures.append(fails)
         traps.append(kinds)
+    if not keys:
+        raise dataset.DatasetError("no data to prepare")
     table = pd.concat(keys, ignore_index=True)
     merged = labels.Labels(
         label=np.concatenate([lab.label for lab in label_parts]),
@@ -255,14 +300,12 @@ def prepare(
         part = np.where(warm, split.Part.HOLDOUT, split.Part.NONE).astype(np.int8)
     else:
         part, edges = split.assign(key_frame["node"].to_numpy(dtype=object), timestamps, config.split)
-    with steps.step("hash data"):
-        digest = dataset.dataset_hash(list(directories))
     return Prepared(
         data=data,
         part=part,
         edges=edges,
-        data_hash=digest,
-        sources=tuple(str(d) for d in directories),
+        data_hash=data_hash(),
+        sources=names,
         step_s=step_s,
         timings=dict(steps.timings),
         raw_rows=raw_rows,
