@@ -293,6 +293,8 @@ class ActionKind(StrEnum):
     DRAIN = "drain"
     REQUEST_REMEDIATION = "request-remediation"
     TAINT_AT_RISK = "taint-at-risk"
+    CLEAR_AT_RISK = "clear-at-risk"
+    REQUEST_CHECKPOINT = "request-checkpoint"
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
 
+from app.config import rules
 from app.config.settings import PredictionSettings
 from app.obs.metrics import Metrics
 from app.predict import prometheus as predict_prometheus
@@ -33,6 +34,7 @@ class Scoring:
         box: inbox.Inbox,
         metrics: Metrics,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        policy: rules.PredictionPolicy | None = None,
     ) -> None:
         self._metrics = metrics
         self._settings = settings
@@ -41,8 +43,15 @@ class Scoring:
         reader = predict_prometheus.ReaderSettings(
             url=settings.prometheus_url or "http://127.0.0.1:9090", lookback_s=settings.lookback_s
         )
+        ladder = policy or rules.PredictionPolicy()  # thresholds and hysteresis of the at-risk levels
         self.service = predict_service.ScoringService.from_prometheus(
-            settings.models_dir, reader, metrics=predict_service.PredictMetrics.create(metrics.registry)
+            settings.models_dir,
+            reader,
+            metrics=predict_service.PredictMetrics.create(metrics.registry),
+            warn=ladder.warn,
+            act=ladder.act,
+            clear_margin=ladder.clear_margin,
+            clear_after=ladder.clear_after,
         )
         self.last: predict_service.Cycle | None = None
         self._scheduler: AsyncIOScheduler | None = None

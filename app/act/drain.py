@@ -17,7 +17,7 @@ from datetime import datetime
 from app.act.recorder import Recorder
 from app.act.urgency import Urgency
 from app.config import rules
-from app.decide import plans
+from app.decide import evictions
 from app.domain import Action, ActionKind, Outcome, OutcomeStatus, PodRef, Track
 from app.kube import errors, port
 from app.obs.metrics import Metrics
@@ -98,7 +98,7 @@ class Drainer:
                 log.warning("could not mark %s as draining (%s); draining anyway", node, exc)
         if pods is None:
             found = await self._kube.list_pods(node=node)
-            pods = [p.ref for p in found if plans.drainable(p, self._policy)]
+            pods = [p.ref for p in found if evictions.drainable(p, self._policy)]
         slots = asyncio.Semaphore(_MAX_PARALLEL_EVICTIONS)
 
         async def one(pod: PodRef) -> Outcome:

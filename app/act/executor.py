@@ -4,6 +4,7 @@ Order matters only at the start: the quarantine write comes first (one read, one
 pod lands back on the sick node; then the workload track (gang restarts, pod restarts) and the hardware
 track (drain, then hand-off to a remediator) proceed without waiting on each other. The drain runs in the
 background, so a PodDisruptionBudget that holds an eviction for minutes never stalls the pipeline.
+A proactive (at-risk) plan has its own, gentler order: see `ladder`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
+from app.act import ladder
 from app.act.drain import Drainer
 from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
@@ -45,6 +47,7 @@ class Executor:
         self._journal = journal
         self._paused = paused
         self._clock = clock
+        self._ladder = ladder.Ladder(nodes=nodes, drainer=drainer, recorder=recorder, journal=journal)
 
     async def execute(
         self, plan: Plan, *, fault_id: int | None = None, node: NodeState | None = None
@@ -61,6 +64,8 @@ class Executor:
             return [
                 self._recorder.outcome(a, OutcomeStatus.SKIPPED, "Sickbay is paused") for a in plan.actions
             ]
+        if any(a.kind in ladder.PROACTIVE_KINDS for a in plan.actions):
+            return await self._ladder.execute(plan, fault_id=fault_id, known=known)
         outcomes: list[Outcome] = []
         quarantine = next((a for a in plan.actions if a.kind is ActionKind.QUARANTINE), None)
         if quarantine is not None:
@@ -75,14 +80,6 @@ class Executor:
                 why = f"not done: the quarantine was {result.outcome.status.value} ({result.outcome.detail})"
                 outcomes += [self._recorder.outcome(a, OutcomeStatus.SKIPPED, why) for a in rest]
                 return outcomes
-        # The proactive ladder (at-risk taints from predicted risk) is decided but not carried out yet: say so.
-        outcomes += [
-            self._recorder.outcome(
-                a, OutcomeStatus.SKIPPED, "the proactive at-risk ladder is not enabled; recorded"
-            )
-            for a in plan.actions
-            if a.kind is ActionKind.TAINT_AT_RISK
-        ]
         workload = [a for a in plan.actions if a.kind in (ActionKind.RESTART_GANG, ActionKind.RESTART_POD)]
         evictions = [a for a in plan.actions if a.kind is ActionKind.EVICT_POD]
         remediation = next((a for a in plan.actions if a.kind is ActionKind.REQUEST_REMEDIATION), None)

@@ -2,7 +2,9 @@
 
 The pure rules live in `decide.gates`; this keeps their inputs current (from the reconciler's node list
 and from our own writes), persists the breaker in the journal so a restart keeps it open, and reports
-it as a metric. `admit` is serialised so two nodes can never both take the last slot of a budget.
+it as a metric. `admit` is serialised so two nodes can never both take the last slot of a budget; the
+proactive budget has its own lock, held by the writer from its node list through its write, for the same
+reason.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 from app.config import rules
 from app.decide import footprint, gates
-from app.domain import NodeState
+from app.domain import NodeState, RiskLevel
 from app.obs.metrics import Metrics
 from app.store.journal import Journal
 
@@ -39,6 +41,7 @@ class GateKeeper:
         self._quarantined: set[str] = set()
         self._recent: deque[datetime] = deque(maxlen=1000)
         self._lock = asyncio.Lock()
+        self.proactive_lock = asyncio.Lock()
         self.breaker = gates.Breaker()
 
     async def load(self) -> None:
@@ -61,6 +64,7 @@ class GateKeeper:
         self._quarantined = {
             n.name for n in self._nodes.values() if footprint.quarantined_class(n) is not None
         }
+        self._export_proactive()
 
     def fleet(self) -> gates.Fleet:
         return gates.Fleet.of(
@@ -87,6 +91,29 @@ class GateKeeper:
                 self._recent.append(now)
             await self._set_breaker(verdict.breaker)
             return verdict
+
+    def admit_proactive(self, node: str, nodes: Sequence[NodeState]) -> gates.ProactiveVerdict:
+        """May `node` go to at-risk `act`, against a fresh full node list? Hold `proactive_lock` through the
+        write that follows, so two nodes never both take the last slot."""
+        self._nodes = {n.name: n for n in nodes}
+        self._export_proactive()
+        verdict = gates.admit_proactive(gates.ProactiveFleet.of(nodes), node=node, policy=self._policy)
+        if not verdict.allowed:
+            self.count_proactive_refusal()
+        return verdict
+
+    def count_proactive_refusal(self) -> None:
+        self._metrics.proactive_refusals.inc()
+
+    def noted(self, node: NodeState) -> None:
+        """Our own write to `node`: keep the fleet (and the at-risk gauge) current until the next full list."""
+        self._nodes[node.name] = node
+        self._export_proactive()
+
+    def _export_proactive(self) -> None:
+        levels = [footprint.at_risk_level(n) for n in self._nodes.values() if n.gpu_capacity > 0]
+        for level in (RiskLevel.WARN, RiskLevel.ACT):
+            self._metrics.proactive_nodes.labels(level=level.value).set(levels.count(level))
 
     def forget(self, node: str) -> None:
         self._quarantined.discard(node)

@@ -1,4 +1,5 @@
-"""Node writes: quarantine, state changes and release, each one read and one write, safe under races.
+"""Node writes: quarantine, state changes, release and the at-risk taint, each one read and one write,
+safe under races.
 
 Every write is computed from a fresh read and carries that read's `resourceVersion`; a 409 means someone
 else changed the node in between, so we read again and recompute rather than overwrite their change.
@@ -26,6 +27,7 @@ from app.domain import (
     Outcome,
     OutcomeStatus,
     RemediationState,
+    RiskLevel,
 )
 from app.kube import errors, port
 
@@ -37,6 +39,13 @@ _CONFLICT_RETRIES = 5
 class WriteResult:
     outcome: Outcome
     node: NodeState | None
+
+
+@dataclass(frozen=True)
+class AtRiskResult:
+    outcome: Outcome
+    # The level the node carries after this write (or would, in a dry run); None when it was not touched.
+    level: RiskLevel | None
 
 
 class NodeWriter:
@@ -156,6 +165,118 @@ class NodeWriter:
         except errors.KubeError as exc:
             log.warning("could not set the GpuHealthy condition on %s: %s", name, exc)
 
+    async def mark_at_risk(self, action: Action, *, known: NodeState | None = None) -> AtRiskResult:
+        """Set the at-risk taint to the action's level; `act` only within the proactive budget, else `warn`.
+
+        The step to `act` lists the nodes and writes under the proactive lock, so the budget check and the
+        write are one decision. Nodes quarantined for a fault are left alone.
+        """
+        wanted = RiskLevel(action.param("level") or RiskLevel.WARN.value)
+        if action.param("held"):  # decide already held it at warn: the budget refused it there
+            self._gates.count_proactive_refusal()
+        if wanted is not RiskLevel.ACT:
+            return await self._at_risk(action, wanted, known=known)
+        async with self._gates.proactive_lock:
+            return await self._at_risk(action, wanted, known=None)
+
+    async def _at_risk(self, action: Action, wanted: RiskLevel, *, known: NodeState | None) -> AtRiskResult:
+        name = action.node
+        assert name is not None
+        level, held = wanted, ""
+        for attempt in range(1, _CONFLICT_RETRIES + 1):
+            fleet: list[NodeState] | None = None
+            try:
+                if wanted is RiskLevel.ACT and attempt == 1:
+                    # The fresh list is both the re-read of the node and the budget's fleet.
+                    fleet = await self._kube.list_nodes()
+                    node = next((n for n in fleet if n.name == name), None)
+                else:
+                    node = known if known is not None and attempt == 1 else await self._kube.get_node(name)
+            except errors.NotFoundError:
+                node = None
+            if node is None:
+                return AtRiskResult(
+                    self._recorder.outcome(action, OutcomeStatus.SKIPPED, "node not found"), None
+                )
+            skip = _leave_alone(node)
+            if skip:
+                return AtRiskResult(self._recorder.outcome(action, OutcomeStatus.SKIPPED, skip), None)
+            if fleet is not None:
+                verdict = self._gates.admit_proactive(name, fleet)
+                if not verdict.allowed:
+                    level, held = RiskLevel.WARN, verdict.reason
+            current = footprint.at_risk_level(node)
+            held_note = f"; held at warn: {held}" if held else ""
+            if current is level:
+                detail = f"already {footprint.at_risk_taint(level)}{held_note}"
+                return AtRiskResult(self._recorder.outcome(action, OutcomeStatus.SKIPPED, detail), level)
+            patch = footprint.at_risk_patch(node, level=level, reason=action.reason, now=self._clock())
+            if self._dry_run:
+                detail = f"would patch: {describe(patch)}{held_note}"
+                return AtRiskResult(self._recorder.outcome(action, OutcomeStatus.DRY_RUN, detail), level)
+            try:
+                updated = await self._kube.patch_node(patch)
+            except errors.ConflictError:
+                log.info("node %s changed under us (attempt %d); reading it again", name, attempt)
+                continue
+            except errors.KubeError as exc:
+                return AtRiskResult(self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc)), None)
+            self._gates.noted(updated)
+            await self._recorder.node_event(
+                name,
+                "SickbayAtRisk",
+                f"{footprint.at_risk_taint(level)}: {action.reason}{held_note}",
+                warning=True,
+            )
+            return AtRiskResult(
+                self._recorder.outcome(
+                    action, OutcomeStatus.APPLIED, describe(patch) + held_note, attempts=attempt
+                ),
+                level,
+            )
+        return AtRiskResult(
+            self._recorder.outcome(
+                action, OutcomeStatus.FAILED, f"gave up after {_CONFLICT_RETRIES} conflicts"
+            ),
+            None,
+        )
+
+    async def clear_at_risk(self, action: Action) -> Outcome:
+        """Remove the at-risk taint (and the `at-risk` state) once the risk is gone; quarantined nodes stay."""
+        name = action.node
+        assert name is not None
+        for attempt in range(1, _CONFLICT_RETRIES + 1):
+            try:
+                node = await self._kube.get_node(name)
+            except errors.NotFoundError:
+                return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "node not found")
+            current = footprint.quarantined_class(node)
+            if current is not None:
+                return self._recorder.outcome(
+                    action,
+                    OutcomeStatus.SKIPPED,
+                    f"quarantined for {current.value}: left alone, its release removes the at-risk taint",
+                )
+            patch = footprint.clear_at_risk_patch(node)
+            if patch.empty:
+                return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "no at-risk taint to remove")
+            if self._dry_run:
+                return self._recorder.outcome(
+                    action, OutcomeStatus.DRY_RUN, f"would patch: {describe(patch)}"
+                )
+            try:
+                updated = await self._kube.patch_node(patch)
+            except errors.ConflictError:
+                continue
+            except errors.KubeError as exc:
+                return self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc))
+            self._gates.noted(updated)
+            await self._recorder.node_event(name, "SickbayAtRiskCleared", action.reason)
+            return self._recorder.outcome(action, OutcomeStatus.APPLIED, describe(patch), attempts=attempt)
+        return self._recorder.outcome(
+            action, OutcomeStatus.FAILED, f"gave up after {_CONFLICT_RETRIES} conflicts"
+        )
+
     async def set_state(self, name: str, state: RemediationState, **annotations: str) -> NodeState | None:
         """Move an owned node to its next remediation state; None if it is no longer ours."""
         if self._dry_run:
@@ -198,6 +319,16 @@ class NodeWriter:
             await self._recorder.node_event(name, "SickbayReleased", why)
             return updated
         return None
+
+
+def _leave_alone(node: NodeState) -> str:
+    """Why the at-risk ladder must not touch `node` now, or empty when it may."""
+    if not node.managed:
+        return "node opted out (sickbay.io/managed=false)"
+    current = footprint.quarantined_class(node)
+    if current is not None:
+        return f"quarantined for {current.value}: the at-risk ladder leaves it alone"
+    return ""
 
 
 def _as_class(fault: Fault, cls: FaultClass) -> Fault:

@@ -1,4 +1,5 @@
-"""Reads what decide needs to know about a fault's surroundings: the node, its pods, their gangs, history.
+"""Reads what decide needs to know about a fault's surroundings: the node, its pods, their gangs, history,
+and for a predicted risk the GPU fleet its proactive budget is measured against.
 
 A read that fails degrades the situation (decide then plans from the fault alone, and `act` re-reads
 the node before any write), it never drops the signal.
@@ -11,9 +12,9 @@ import logging
 from datetime import datetime, timedelta
 
 from app.config import rules
-from app.decide import groups, retries
+from app.decide import gates, groups, retries
 from app.decide.situation import Situation
-from app.domain import Fault, PastFault, PodState
+from app.domain import Fault, FaultClass, PastFault, PodState
 from app.kube import errors, port
 from app.store.journal import Journal
 
@@ -44,8 +45,28 @@ async def situation_of(
         return Situation.unknown(history=history)
     group_pods = await _group_pods(fault, pods, kube=kube, policy=policy)
     return Situation(
-        node=node, pods_on_node=pods, group_pods=group_pods, history=history, quarantines=quarantines
+        node=node,
+        pods_on_node=pods,
+        group_pods=group_pods,
+        history=history,
+        quarantines=quarantines,
+        proactive=await _proactive_fleet(fault, kube=kube),
     )
+
+
+async def _proactive_fleet(fault: Fault, *, kube: port.KubePort) -> gates.ProactiveFleet | None:
+    """The GPU fleet for an at-risk fault's budget; None (act re-checks the budget) if it cannot be read.
+
+    A full node list per risk *change* is cheap next to scoring, and `act` lists again under a lock
+    anyway, so this read only lets the plan (and `explain`) say whether the node will be held at warn.
+    """
+    if fault.fault_class is not FaultClass.AT_RISK or not fault.signal.firing:
+        return None
+    try:
+        return gates.ProactiveFleet.of(await kube.list_nodes())
+    except errors.KubeError as exc:
+        log.warning("could not list nodes for the proactive budget (%s); it is checked when acting", exc)
+        return None
 
 
 async def _group_pods(

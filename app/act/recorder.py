@@ -38,8 +38,8 @@ class Recorder:
         log.log(level, "%s %s on %s: %s", status.value, action.kind.value, target, detail)
         return Outcome(action=action, status=status, detail=detail, at=self._clock(), attempts=attempts)
 
-    async def node_event(self, node: str, reason: str, message: str, *, warning: bool = False) -> None:
-        await self._emit(
+    async def node_event(self, node: str, reason: str, message: str, *, warning: bool = False) -> bool:
+        return await self._emit(
             port.EventSpec(
                 kind="Node",
                 name=node,
@@ -52,8 +52,8 @@ class Recorder:
 
     async def pod_event(
         self, pod: PodRef, reason: str, message: str, *, uid: str = "", warning: bool = False
-    ) -> None:
-        await self._emit(
+    ) -> bool:
+        return await self._emit(
             port.EventSpec(
                 kind="Pod",
                 name=pod.name,
@@ -66,24 +66,38 @@ class Recorder:
         )
 
     async def owner_event(
-        self, *, kind: str, name: str, namespace: str, api_version: str, reason: str, message: str
-    ) -> None:
-        await self._emit(
+        self,
+        *,
+        kind: str,
+        name: str,
+        namespace: str,
+        api_version: str,
+        reason: str,
+        message: str,
+        uid: str = "",
+        warning: bool = False,
+    ) -> bool:
+        return await self._emit(
             port.EventSpec(
                 kind=kind,
                 name=name,
                 namespace=namespace,
                 reason=reason,
                 message=message,
+                type="Warning" if warning else "Normal",
+                uid=uid,
                 api_version=api_version,
             )
         )
 
-    async def _emit(self, event: port.EventSpec) -> None:
+    async def _emit(self, event: port.EventSpec) -> bool:
+        """False when the Event could not be written (or Events are off): the caller may say so."""
         if not self._events:
-            return
+            return False
         try:
             await self._kube.create_event(event)
         except errors.KubeError as exc:
             self._metrics.kube_errors.labels(kind="event").inc()
             log.warning("could not write Event %s on %s %s: %s", event.reason, event.kind, event.name, exc)
+            return False
+        return True

@@ -123,7 +123,9 @@ class BudgetPolicy(_Frozen):
     max_nodes: int = Field(default=20, ge=1)
     per_pool_max_fraction: float = Field(default=0.25, gt=0, le=1)
     per_pool_max_nodes: int = Field(default=10, ge=1)
+    # The proactive budget: GPU nodes that may carry `sickbay.io/at-risk=act:NoSchedule` at once.
     proactive_max_fraction: float = Field(default=0.05, ge=0, le=1)
+    proactive_max_nodes: int = Field(default=10, ge=1)
     quarantines_per_minute: int = Field(default=30, ge=1)
     calm_period: Duration = timedelta(minutes=15)
     hysteresis_nodes: int = Field(default=2, ge=0)
@@ -160,6 +162,28 @@ class ReleasePolicy(_Frozen):
     allocatable_grace: Duration = timedelta(minutes=5)
 
 
+class PredictionPolicy(_Frozen):
+    """The proactive ladder: which predicted risk taints a node, how a level is held on the way down, how far
+    the `act` step goes. Thresholds left null are the model card's (chosen for a target precision)."""
+
+    warn: float | None = Field(default=None, gt=0, lt=1)
+    act: float | None = Field(default=None, gt=0, le=1)
+    # A level drops only after `clear_after` consecutive scoring cycles below its threshold less this
+    # fraction of it, so a score hovering at a threshold does not flap the taint.
+    clear_margin: float = Field(default=0.1, ge=0, lt=1)
+    clear_after: int = Field(default=3, ge=1)
+    # At `act`: ask the running GPU workloads to checkpoint (Events on their pods and owners) ...
+    checkpoint_events: bool = True
+    # ... and evict them as well only when this is true; otherwise NoSchedule just lets them finish.
+    drain: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PredictionPolicy:
+        if self.warn is not None and self.act is not None and self.warn > self.act:
+            raise ValueError("prediction.warn must not exceed prediction.act")
+        return self
+
+
 class Policy(_Frozen):
     version: Literal[1]
     alerts: dict[str, domain.FaultClass] = Field(default_factory=dict)
@@ -171,6 +195,7 @@ class Policy(_Frozen):
     budgets: BudgetPolicy = BudgetPolicy()
     remediation: dict[HardwareClass, Remediator] = Field(default_factory=_default_remediation)
     release: ReleasePolicy = ReleasePolicy()
+    prediction: PredictionPolicy = PredictionPolicy()
 
     def remediator(self, fault_class: domain.FaultClass) -> Remediator:
         found: Remediator | None = self.remediation.get(fault_class.value)  # type: ignore[call-overload]

@@ -10,7 +10,16 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from app.domain import Condition, Fault, FaultClass, NodePatch, NodeState, RemediationState, Taint
+from app.domain import (
+    Condition,
+    Fault,
+    FaultClass,
+    NodePatch,
+    NodeState,
+    RemediationState,
+    RiskLevel,
+    Taint,
+)
 
 PREFIX = "sickbay.io/"
 UNHEALTHY = "sickbay.io/unhealthy"
@@ -117,6 +126,62 @@ def release_patch(node: NodeState) -> NodePatch:
         annotations=tuple((key, "") for key in OUR_ANNOTATIONS if node.annotation(key) is not None),
         taints=taints if taints != node.taints else None,
         unschedulable=False if "cordon" in added and node.unschedulable else None,
+    )
+
+
+def at_risk_level(node: NodeState) -> RiskLevel | None:
+    """The level of the node's at-risk taint, if it carries one Sickbay could have written."""
+    for taint in node.taints:
+        if taint.key == AT_RISK:
+            try:
+                return RiskLevel(taint.value)
+            except ValueError:
+                return None
+    return None
+
+
+def at_risk_effect(level: RiskLevel) -> str:
+    return "NoSchedule" if level is RiskLevel.ACT else "PreferNoSchedule"
+
+
+def at_risk_taint(level: RiskLevel) -> str:
+    """The taint as `kubectl describe` shows it, for reasons and Events."""
+    return f"{AT_RISK}={level.value}:{at_risk_effect(level)}"
+
+
+def at_risk_patch(node: NodeState, *, level: RiskLevel, reason: str, now: datetime) -> NodePatch:
+    """The at-risk taint at `level`, the `at-risk` state and why, in one write; other taints stay.
+
+    The node is not marked `owned-by`: it is still in service, so reconciliation never drains or
+    releases it. A remediation state (a node mid-quarantine) is never overwritten by `at-risk`.
+    """
+    taints = (
+        *(t for t in node.taints if t.key != AT_RISK),
+        Taint(AT_RISK, level.value, at_risk_effect(level)),
+    )
+    ours = node.state in (None, RemediationState.AT_RISK)
+    since = node.annotation(SINCE) if node.state is RemediationState.AT_RISK else None
+    return NodePatch(
+        node=node.name,
+        resource_version=node.resource_version,
+        labels=((STATE, RemediationState.AT_RISK.value),) if ours else (),
+        annotations=((REASON, _one_line(reason)), (SINCE, since or now.isoformat())) if ours else (),
+        taints=taints,
+    )
+
+
+def clear_at_risk_patch(node: NodeState) -> NodePatch:
+    """Remove the at-risk taint and, where the node is only at risk, the state and reason that came with it."""
+    taints = tuple(t for t in node.taints if t.key != AT_RISK)
+    ours = node.state is RemediationState.AT_RISK and not node.owned_by_sickbay
+    return NodePatch(
+        node=node.name,
+        resource_version=node.resource_version,
+        labels=((STATE, ""),) if ours else (),
+        annotations=tuple((key, "") for key in (REASON, SINCE) if node.annotation(key) is not None)
+        if ours
+        else (),
+        taints=taints if taints != node.taints else None,
     )
 
 

@@ -1,8 +1,10 @@
-"""Safety gates as pure values: the blast-radius budget, the breaker, and the quarantine rate limit.
+"""Safety gates as pure values: the blast-radius budget, the breaker, the quarantine rate limit, and the
+proactive budget.
 
 A storm (a bad driver rollout, a power event) must not take a whole pool out of service. Past the budget
 the breaker opens: no new quarantines, signals still recorded. The breaker's state is a value here;
-`act` persists it and emits the Event and metric.
+`act` persists it and emits the Event and metric. The proactive budget is separate and smaller: a
+prediction is a guess, so past it a node only stays at the gentler step; it never opens the breaker.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from app.config import rules
-from app.domain import NodeState
+from app.decide import footprint
+from app.domain import NodeState, RiskLevel
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,55 @@ def attempts_exceeded(
 ) -> bool:
     week = [t for t in past_attempts if now - t < timedelta(days=7)]
     return len(week) >= policy.attempts_per_week
+
+
+@dataclass(frozen=True, slots=True)
+class ProactiveFleet:
+    """What the proactive budget is measured against: the GPU nodes, and those at `act` right now.
+
+    A node quarantined for a fault counts against the hardware budget instead, so its at-risk taint no
+    longer takes a proactive slot.
+    """
+
+    gpu_nodes: int
+    acting: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, nodes: Iterable[NodeState]) -> ProactiveFleet:
+        gpu = [n for n in nodes if n.gpu_capacity > 0]
+        acting = frozenset(
+            n.name
+            for n in gpu
+            if footprint.at_risk_level(n) is RiskLevel.ACT and footprint.quarantined_class(n) is None
+        )
+        return cls(gpu_nodes=len(gpu), acting=acting)
+
+
+@dataclass(frozen=True, slots=True)
+class ProactiveVerdict:
+    allowed: bool
+    reason: str
+
+
+def proactive_limit(gpu_nodes: int, policy: rules.BudgetPolicy) -> int:
+    """Like the hardware budget, never zero for a fleet with GPU nodes, unless the fraction is 0 (step off)."""
+    if policy.proactive_max_fraction == 0:
+        return 0
+    return limit(gpu_nodes, fraction=policy.proactive_max_fraction, cap=policy.proactive_max_nodes)
+
+
+def admit_proactive(fleet: ProactiveFleet, *, node: str, policy: rules.BudgetPolicy) -> ProactiveVerdict:
+    """May `node` carry the at-risk NoSchedule taint? A node already at `act` keeps its slot."""
+    cap = proactive_limit(fleet.gpu_nodes, policy)
+    if node in fleet.acting:
+        return ProactiveVerdict(True, "already at act")
+    if len(fleet.acting) + 1 > cap:
+        return ProactiveVerdict(
+            False,
+            f"the proactive budget is full: {len(fleet.acting)} of {fleet.gpu_nodes} GPU nodes at act "
+            f"(limit {cap}: {policy.proactive_max_fraction:g} of them, at most {policy.proactive_max_nodes})",
+        )
+    return ProactiveVerdict(True, f"within the proactive budget ({len(fleet.acting) + 1}/{cap})")
 
 
 def _iso(moment: datetime | None) -> str:

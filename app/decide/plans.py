@@ -1,7 +1,8 @@
 """Fault + situation → Plan, on two independent tracks.
 
 Hardware track: quarantine the node (one patch), drain its GPU pods, hand it to a remediator; release is
-the reconciler's business, never a reaction to a resolved alert. Workload track: requeue the affected pods,
+the reconciler's business, never a reaction to a resolved alert (a resolved *risk* is different: the
+proactive ladder in `proactive` removes its own taint). Workload track: requeue the affected pods,
 restart whole gangs where policy says so, or restart one pod with backoff for transient faults — escalating
 to the hardware track when the fault follows the GPU. Pure: the caller gathers the situation and `now`.
 """
@@ -12,9 +13,9 @@ from dataclasses import replace
 from datetime import datetime
 
 from app.config import rules
-from app.decide import footprint, gates, groups, retries
+from app.decide import evictions, footprint, gates, groups, proactive, retries
 from app.decide.situation import Situation
-from app.domain import Action, ActionKind, Fault, FaultClass, Plan, PodState, Track
+from app.domain import Action, ActionKind, Fault, FaultClass, Plan, Track
 
 DUPLICATE_RULE = "duplicate"  # set by classification; decide does not import classify
 REMEDIATION = {
@@ -29,6 +30,8 @@ def plan_for(
 ) -> Plan:
     situation = situation or Situation.unknown()
     node = fault.node
+    if fault.fault_class is FaultClass.AT_RISK:
+        return proactive.plan_at_risk(fault, policy=policy, now=now, situation=situation)
     if not fault.signal.firing:
         return _record(
             fault, now, "resolved signal: recorded; release is decided by reconciliation, not here"
@@ -61,17 +64,8 @@ def plan_for(
                     ),
                 ),
             )
-        case FaultClass.AT_RISK:
-            return Plan(
-                fault=fault,
-                decided_at=now,
-                summary=f"steer new work away from {node} (predicted degradation)",
-                actions=(
-                    Action(
-                        kind=ActionKind.TAINT_AT_RISK, track=Track.HARDWARE, node=node, reason=fault.reason
-                    ),
-                ),
-            )
+        case FaultClass.AT_RISK:  # planned above, resolved signals included
+            raise AssertionError("unreachable")
 
 
 def _record(fault: Fault, now: datetime, summary: str) -> Plan:
@@ -143,15 +137,6 @@ def _transient(fault: Fault, *, policy: rules.Policy, now: datetime, situation: 
     )
 
 
-def drainable(pod: PodState, policy: rules.DrainPolicy) -> bool:
-    """GPU pods that an eviction should move: never DaemonSet or mirror pods, nor finished ones."""
-    if pod.is_daemonset or pod.is_mirror or pod.terminal:
-        return False
-    if pod.namespace in policy.excluded_namespaces:
-        return False
-    return pod.gpu_request > 0 or not policy.gpu_pods_only
-
-
 def _hardware(fault: Fault, *, policy: rules.Policy, now: datetime, situation: Situation) -> Plan:
     node = fault.node
     assert node is not None
@@ -213,7 +198,7 @@ def _workload_track(fault: Fault, *, policy: rules.Policy, situation: Situation)
     actions: list[Action] = []
     restarted: set[str] = set()
     for pod in situation.pods_on_node:
-        if not drainable(pod, policy.drain):
+        if not evictions.drainable(pod, policy.drain):
             continue
         group = groups.group_of(pod, policy.workloads)
         mode = policy.workloads.policy_for(group.kind) if group else policy.workloads.default_policy

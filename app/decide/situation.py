@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from app.decide import gates
 from app.domain import NodeState, PastFault, PodState
 
 
@@ -21,6 +22,8 @@ class Situation:
     history: tuple[PastFault, ...] = ()
     # When this node was quarantined before (the last week): the weekly attempt cap reads these.
     quarantines: tuple[datetime, ...] = ()
+    # For an at-risk fault: the GPU fleet the proactive budget is measured against (None: not read).
+    proactive: gates.ProactiveFleet | None = None
 
     @classmethod
     def unknown(cls, history: tuple[PastFault, ...] = ()) -> Situation:

@@ -33,6 +33,8 @@ class Metrics:
     model_info: Gauge
     model_precision: Gauge
     model_recall: Gauge
+    proactive_nodes: Gauge
+    proactive_refusals: Counter
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
@@ -129,4 +131,15 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
             "sickbay_model_precision", "Holdout precision from the model card", registry=registry
         ),
         model_recall=Gauge("sickbay_model_recall", "Holdout recall from the model card", registry=registry),
+        proactive_nodes=Gauge(
+            "sickbay_proactive_nodes",
+            "GPU nodes carrying the sickbay.io/at-risk taint, by level (warn: PreferNoSchedule, act: NoSchedule)",
+            ["level"],
+            registry=registry,
+        ),
+        proactive_refusals=Counter(
+            "sickbay_proactive_budget_refusals",
+            "Escalations to at-risk act held at warn because the proactive budget was full",
+            registry=registry,
+        ),
     )

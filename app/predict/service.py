@@ -11,6 +11,12 @@ thread (`asyncio.to_thread`). It never raises for the two expected troubles, it 
 `signals(cycle)` turns level changes per node into `domain.Signal`s (source `prediction`, label
 `sickbay_class=at-risk`, so classification maps them to the at-risk class). A node whose level drops to
 `none` gets a resolved signal. It enqueues nothing itself: the scheduler does.
+
+Hysteresis, so a score hovering at a threshold does not flap a node's taint: a level goes **up** at once,
+and comes **down** only after `clear_after` consecutive scored cycles in which the score is below that
+level's threshold less `clear_margin` of it (act: below act * (1 - clear_margin)). It then drops to the
+highest level all those cycles still held (warn if any of them stayed at or above warn * (1 - margin),
+else none). A cycle back inside the margin starts the count again.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
@@ -48,6 +54,8 @@ class Cycle:
     reason: str = ""
     scores: score.Scores | None = None
     seconds: float = 0.0
+    # The (warn, act) thresholds the levels were set with: the policy's, else the model card's.
+    thresholds: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +102,15 @@ class ScoringService:
     act: float | None = None
     rollup: score.Rollup = "max"
     threads: int = 1
+    # No hysteresis unless asked: the scheduler passes the policy's (prediction.clear_margin, clear_after).
+    clear_margin: float = 0.0
+    clear_after: int = 1
     _model: registry.RiskModel | None = None
     _model_error: str | None = None
     _paused: str | None = None
     _levels: dict[str, tuple[domain.RiskLevel, datetime]] = field(default_factory=dict)
+    # node → (consecutive cycles below its level's clear line, the highest level those cycles held)
+    _falling: dict[str, tuple[int, domain.RiskLevel]] = field(default_factory=dict)
 
     @classmethod
     def from_prometheus(
@@ -143,7 +156,7 @@ class ScoringService:
                 for level in domain.RiskLevel:
                     count = sum(1 for r in cycle.scores.nodes if r.level is level)
                     self.metrics.nodes_at_risk.labels(level=level.value).set(count)
-        return Cycle(cycle.status, cycle.at, cycle.reason, cycle.scores, round(elapsed, 3))
+        return replace(cycle, seconds=round(elapsed, 3))
 
     def _cycle(self, now: datetime) -> Cycle:
         model = self._model if self._model is not None else self.reload()
@@ -163,27 +176,60 @@ class ScoringService:
             scores = score.score_frame(
                 frame, model, now=now, warn=self.warn, act=self.act, rollup=self.rollup
             )
-        return Cycle(CycleStatus.SCORED, now, scores=scores)
+        thresholds = (
+            model.card.warn if self.warn is None else self.warn,
+            model.card.act if self.act is None else self.act,
+        )
+        return Cycle(CycleStatus.SCORED, now, scores=scores, thresholds=thresholds)
 
     def signals(self, cycle: Cycle) -> list[domain.Signal]:
-        """Signals for the nodes whose level changed since the last scored cycle."""
+        """Signals for the nodes whose level changed since the last scored cycle (see the module's hysteresis)."""
         if cycle.scores is None:
             return []
         out: list[domain.Signal] = []
-        seen: set[str] = set()
         for risk in cycle.scores.nodes:
-            seen.add(risk.node)
             before = self._levels.get(risk.node)
-            if before is not None and before[0] is risk.level:
+            current = before[0] if before is not None else domain.RiskLevel.NONE
+            level = self._settle(risk, current, cycle.thresholds)
+            if level is current:
                 continue
-            if risk.level is domain.RiskLevel.NONE:
+            if level is domain.RiskLevel.NONE:
                 self._levels.pop(risk.node, None)
                 if before is not None:
                     out.append(to_signal(risk, now=cycle.at, since=before[1], resolved=True))
                 continue
-            self._levels[risk.node] = (risk.level, cycle.at)
-            out.append(to_signal(risk, now=cycle.at, since=cycle.at))
+            self._levels[risk.node] = (level, cycle.at)
+            out.append(to_signal(replace(risk, level=level), now=cycle.at, since=cycle.at))
         return out
+
+    def _settle(
+        self, risk: domain.Risk, current: domain.RiskLevel, thresholds: tuple[float, float] | None
+    ) -> domain.RiskLevel:
+        """The node's level after this cycle: up at once, down only after `clear_after` cycles below."""
+        if _RANK[risk.level] >= _RANK[current]:
+            self._falling.pop(risk.node, None)
+            return risk.level
+        held = self._held(risk, thresholds)
+        if _RANK[held] >= _RANK[current]:  # inside the margin: not falling (any more)
+            self._falling.pop(risk.node, None)
+            return current
+        count, best = self._falling.get(risk.node, (0, domain.RiskLevel.NONE))
+        count, best = count + 1, max(best, held, key=_RANK.__getitem__)
+        if count < self.clear_after:
+            self._falling[risk.node] = (count, best)
+            return current
+        self._falling.pop(risk.node, None)
+        return best
+
+    def _held(self, risk: domain.Risk, thresholds: tuple[float, float] | None) -> domain.RiskLevel:
+        """The highest level whose clear line (threshold less the margin) the score still reaches."""
+        if thresholds is None:  # a cycle without thresholds (built by hand): the levels as scored
+            return risk.level
+        keep = 1.0 - self.clear_margin
+        return score.level_of(risk.score, warn=thresholds[0] * keep, act=thresholds[1] * keep)
+
+
+_RANK = {domain.RiskLevel.NONE: 0, domain.RiskLevel.WARN: 1, domain.RiskLevel.ACT: 2}
 
 
 def to_signal(risk: domain.Risk, *, now: datetime, since: datetime, resolved: bool = False) -> domain.Signal:

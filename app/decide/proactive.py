@@ -1,0 +1,211 @@
+"""The proactive ladder: a node's predicted risk → its at-risk taint, and at `act` a request to checkpoint.
+
+Prediction acts early and gently. `warn` steers new work away (`sickbay.io/at-risk=warn:PreferNoSchedule`);
+`act` stops new work (`:NoSchedule`) and asks the running GPU workloads to checkpoint (an Event on each
+pod and on each pod's controller); it evicts them only when `prediction.drain` says so. A level that goes
+down moves the taint down with it, and a resolved risk removes it (the scorer holds levels on the way down,
+so this never flaps). At most `budgets.proactive_max_fraction` of the GPU nodes are at `act` at once:
+past that a node stays at `warn` and the plan says why; that never opens the hardware breaker.
+
+A node quarantined for a fault is left alone: the hardware track owns it, and its release removes the
+at-risk taint with the rest. Pure: `act` re-reads the node and re-checks the budget before it writes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from app.config import rules
+from app.decide import evictions, footprint, gates
+from app.decide.situation import Situation
+from app.domain import Action, ActionKind, Fault, Plan, PodState, RiskLevel, Signal, Track
+
+LEVEL = "level"  # the signal label the scorer sets: warn | act (a resolved signal keeps the last one)
+
+
+def plan_at_risk(fault: Fault, *, policy: rules.Policy, now: datetime, situation: Situation) -> Plan:
+    node = fault.node
+    known = situation.node
+    if node is None:
+        return _record(fault, now, "the risk names no node, so there is nothing to act on: recorded")
+    quarantined = footprint.quarantined_class(known) if known is not None else None
+    if quarantined is not None:
+        return _record(
+            fault,
+            now,
+            f"{node} is quarantined for {quarantined.value}: the at-risk ladder leaves it alone "
+            "(its release removes the at-risk taint)",
+        )
+    if not fault.signal.firing:
+        tainted = None if known is None else footprint.at_risk_level(known) is not None
+        return _clear(fault, now=now, tainted=tainted)
+    # Removing our own taint once the risk is gone is fine on an opted-out node; adding one is not.
+    if known is not None and not known.managed:
+        return _record(fault, now, f"{node} is opted out ({footprint.MANAGED}=false): recorded only")
+    wanted = level_of(fault.signal)
+    if wanted is None or wanted is RiskLevel.NONE:
+        return _record(fault, now, "the risk signal carries no warn or act level: recorded")
+    level, held = _within_budget(wanted, node=node, policy=policy, situation=situation)
+    if known is not None and footprint.at_risk_level(known) is level:
+        stays = f"; {held}" if held else ""
+        return _record(
+            fault, now, f"{node} already carries {footprint.at_risk_taint(level)}: nothing to change{stays}"
+        )
+    why = describe_risk(fault.signal)
+    actions = [
+        Action(
+            kind=ActionKind.TAINT_AT_RISK,
+            track=Track.HARDWARE,
+            node=node,
+            reason=f"{why}; held at warn: {held}" if held else why,
+            params=(("level", level.value), ("effect", footprint.at_risk_effect(level)))
+            + ((("held", held),) if held else ()),
+        )
+    ]
+    if level is RiskLevel.ACT:
+        actions += _act_step(fault, policy=policy, situation=situation, why=why)
+    return Plan(
+        fault=fault,
+        decided_at=now,
+        summary=_summary(node, level, held, actions, situation),
+        actions=tuple(actions),
+    )
+
+
+def level_of(signal: Signal) -> RiskLevel | None:
+    try:
+        return RiskLevel(signal.label(LEVEL) or "")
+    except ValueError:
+        return None
+
+
+def describe_risk(signal: Signal) -> str:
+    """One line for Events and reasons: the level, the score and what drove it (from the scorer's signal)."""
+    level = signal.label(LEVEL) or "?"
+    score = _annotation(signal, "score")
+    drivers = _annotation(signal, "drivers")
+    text = f"predicted hardware-fault risk at {level}" + (f" (score {score})" if score else "")
+    return text + (f", driven by {drivers}" if drivers else "")
+
+
+def _annotation(signal: Signal, key: str) -> str:
+    return next((value for name, value in signal.annotations if name == key), "")
+
+
+def _within_budget(
+    wanted: RiskLevel, *, node: str, policy: rules.Policy, situation: Situation
+) -> tuple[RiskLevel, str]:
+    """The level the node may take now, and why it was held lower (empty when it was not)."""
+    if wanted is not RiskLevel.ACT or situation.proactive is None:
+        return wanted, ""
+    verdict = gates.admit_proactive(situation.proactive, node=node, policy=policy.budgets)
+    return (RiskLevel.ACT, "") if verdict.allowed else (RiskLevel.WARN, verdict.reason)
+
+
+def _act_step(fault: Fault, *, policy: rules.Policy, situation: Situation, why: str) -> list[Action]:
+    """At act: ask the running GPU workloads to checkpoint; evict them only when policy says so."""
+    node = fault.node
+    prediction = policy.prediction
+    actions: list[Action] = []
+    if situation.node is None:  # nothing was read (explain without a cluster): act lists the pods itself
+        if prediction.drain:
+            actions.append(
+                Action(
+                    kind=ActionKind.DRAIN, track=Track.WORKLOAD, node=node, reason="evict GPU pods: " + why
+                )
+            )
+        return actions
+    running = [p for p in situation.pods_on_node if evictions.running_workload(p)]
+    if prediction.checkpoint_events:
+        ask = f"{why}; node {node} takes no new work, checkpoint now" + (
+            " (the pod will be evicted)" if prediction.drain else ""
+        )
+        actions += [
+            Action(
+                kind=ActionKind.REQUEST_CHECKPOINT,
+                track=Track.WORKLOAD,
+                node=node,
+                pod=pod.ref,
+                reason=ask,
+                params=(("uid", pod.uid),),
+            )
+            for pod in running
+        ]
+        actions += [
+            Action(
+                kind=ActionKind.REQUEST_CHECKPOINT,
+                track=Track.WORKLOAD,
+                node=node,
+                reason=ask,
+                params=(("kind", kind), ("name", name), ("namespace", namespace), ("uid", uid)),
+            )
+            for namespace, kind, name, uid in _owners(running)
+        ]
+    if prediction.drain:
+        actions += [
+            Action(
+                kind=ActionKind.EVICT_POD,
+                track=Track.WORKLOAD,
+                node=node,
+                pod=pod.ref,
+                reason=f"move {pod.namespace}/{pod.name} off a node predicted to fail ({why})",
+            )
+            for pod in situation.pods_on_node
+            if evictions.drainable(pod, policy.drain)
+        ]
+    return actions
+
+
+def _owners(pods: list[PodState]) -> list[tuple[str, str, str, str]]:
+    """Each distinct controller of the pods once, in pod order: several ranks of one Job are one request."""
+    seen: dict[tuple[str, str, str], str] = {}
+    for pod in pods:
+        owner = pod.controller
+        if owner is not None:
+            seen.setdefault((pod.namespace, owner.kind, owner.name), owner.uid)
+    return [(namespace, kind, name, uid) for (namespace, kind, name), uid in seen.items()]
+
+
+def _clear(fault: Fault, *, now: datetime, tainted: bool | None) -> Plan:
+    """Remove the taint; `tainted` is None when the node was not read (`act` then reads it)."""
+    node = fault.node
+    score = _annotation(fault.signal, "score")
+    if tainted is False:
+        return _record(fault, now, f"the risk on {node} is gone and it carries no at-risk taint: recorded")
+    return Plan(
+        fault=fault,
+        decided_at=now,
+        summary=f"the risk on {node} is gone: remove its {footprint.AT_RISK} taint",
+        actions=(
+            Action(
+                kind=ActionKind.CLEAR_AT_RISK,
+                track=Track.HARDWARE,
+                node=node,
+                reason="the predicted risk fell below warn" + (f" (score {score})" if score else ""),
+            ),
+        ),
+    )
+
+
+def _summary(node: str, level: RiskLevel, held: str, actions: list[Action], situation: Situation) -> str:
+    text = f"taint {node} {footprint.at_risk_taint(level)}"
+    if level is RiskLevel.WARN:
+        text += ": new work steers away" + (f" (held at warn: {held})" if held else "")
+        return text
+    asks = sum(1 for a in actions if a.kind is ActionKind.REQUEST_CHECKPOINT)
+    evicts = sum(1 for a in actions if a.kind is ActionKind.EVICT_POD)
+    text += f": no new work; ask {asks} pod(s) and owner(s) to checkpoint" if asks else ": no new work"
+    if evicts or any(a.kind is ActionKind.DRAIN for a in actions):
+        text += f", evict {evicts} GPU pod(s)" if evicts else ", evict its GPU pods"
+    if situation.proactive is None:
+        text += " (the proactive budget is checked when acting)"
+    return text
+
+
+def _record(fault: Fault, now: datetime, summary: str) -> Plan:
+    return Plan(
+        fault=fault,
+        decided_at=now,
+        summary=summary,
+        actions=(Action(kind=ActionKind.RECORD, track=Track.RECORD, node=fault.node, reason=fault.reason),),
+    )
