@@ -52,6 +52,7 @@ class Scoring:
             act=ladder.act,
             clear_margin=ladder.clear_margin,
             clear_after=ladder.clear_after,
+            resend_s=ladder.resend.total_seconds(),
         )
         self.last: predict_service.Cycle | None = None
         self._scheduler: AsyncIOScheduler | None = None

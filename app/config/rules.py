@@ -172,6 +172,9 @@ class PredictionPolicy(_Frozen):
     # fraction of it, so a score hovering at a threshold does not flap the taint.
     clear_margin: float = Field(default=0.1, ge=0, lt=1)
     clear_after: int = Field(default=3, ge=1)
+    # An unchanged warn/act level is signalled again this often: it promotes a node the proactive budget
+    # held at warn once a slot frees, and heals a signal lost in a failover. Repeats change nothing else.
+    resend: Duration = timedelta(minutes=30)
     # At `act`: ask the running GPU workloads to checkpoint (Events on their pods and owners) ...
     checkpoint_events: bool = True
     # ... and evict them as well only when this is true; otherwise NoSchedule just lets them finish.

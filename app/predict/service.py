@@ -105,12 +105,17 @@ class ScoringService:
     # No hysteresis unless asked: the scheduler passes the policy's (prediction.clear_margin, clear_after).
     clear_margin: float = 0.0
     clear_after: int = 1
+    # A node at warn or act is signalled again after this long with no change (None: only on changes).
+    # The ladder ignores a level the node already carries, so a repeat costs a lookup; it promotes a node
+    # the proactive budget held at warn once a slot frees, and recovers a signal lost to a failover.
+    resend_s: float | None = None
     _model: registry.RiskModel | None = None
     _model_error: str | None = None
     _paused: str | None = None
     _levels: dict[str, tuple[domain.RiskLevel, datetime]] = field(default_factory=dict)
     # node → (consecutive cycles below its level's clear line, the highest level those cycles held)
     _falling: dict[str, tuple[int, domain.RiskLevel]] = field(default_factory=dict)
+    _sent: dict[str, datetime] = field(default_factory=dict)
 
     @classmethod
     def from_prometheus(
@@ -192,15 +197,27 @@ class ScoringService:
             current = before[0] if before is not None else domain.RiskLevel.NONE
             level = self._settle(risk, current, cycle.thresholds)
             if level is current:
+                if level is not domain.RiskLevel.NONE and self._due(risk.node, cycle.at):
+                    # starts_at is the repeat's own time: the inbox would drop an identical key.
+                    out.append(to_signal(replace(risk, level=level), now=cycle.at, since=cycle.at))
+                    self._sent[risk.node] = cycle.at
                 continue
             if level is domain.RiskLevel.NONE:
                 self._levels.pop(risk.node, None)
+                self._sent.pop(risk.node, None)
                 if before is not None:
                     out.append(to_signal(risk, now=cycle.at, since=before[1], resolved=True))
                 continue
             self._levels[risk.node] = (level, cycle.at)
+            self._sent[risk.node] = cycle.at
             out.append(to_signal(replace(risk, level=level), now=cycle.at, since=cycle.at))
         return out
+
+    def _due(self, node: str, now: datetime) -> bool:
+        if self.resend_s is None:
+            return False
+        last = self._sent.get(node)
+        return last is None or (now - last).total_seconds() >= self.resend_s
 
     def _settle(
         self, risk: domain.Risk, current: domain.RiskLevel, thresholds: tuple[float, float] | None

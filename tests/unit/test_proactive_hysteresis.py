@@ -95,3 +95,17 @@ def test_nodes_fall_independently() -> None:
     assert scoring.signals(cycle(1, 0.7, node="b")) == []
     fallen = scoring.signals(cycle(2, 0.1, node="a"))
     assert [(s.node, s.status) for s in fallen] == [("a", domain.SignalStatus.RESOLVED)]
+
+
+def test_an_unchanged_level_is_signalled_again_after_resend() -> None:
+    """A node held at warn by the proactive budget gets another chance once a slot frees: the scorer
+    repeats an unchanged level every `resend_s` (the ladder ignores a level the node already carries)."""
+    scoring = job()
+    scoring.resend_s = 1800.0
+    # Five-minute cycles: the level is said at once, then again every 30 minutes while unchanged.
+    said = run(scoring, [0.7] * 14)
+    assert said == ["act", *[None] * 5, "act", *[None] * 5, "act", None]
+    repeats = [scoring.signals(cycle(step, 0.7)) for step in (20, 26)]
+    assert [s.starts_at for (s,) in repeats] == [cycle(20, 0.7).at, cycle(26, 0.7).at], (
+        "a repeat carries its own time, or the inbox would drop it as a duplicate"
+    )
