@@ -200,6 +200,7 @@ class OwnerRef:
     name: str
     uid: str = ""
     controller: bool = False
+    api_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)

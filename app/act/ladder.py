@@ -17,8 +17,9 @@ from app.domain import Action, ActionKind, NodeState, Outcome, OutcomeStatus, Pl
 from app.store.journal import Journal
 
 CHECKPOINT_REASON = "SickbayCheckpointRequested"
-# involvedObject.apiVersion for the controllers GPU workloads usually have; others get none (the uid,
-# name and kind are what `kubectl describe` matches an Event on).
+# involvedObject.apiVersion when the pod's ownerReference did not carry one (older journaled plans, hand-
+# made situations); otherwise the ownerReference's own apiVersion is used. `kubectl describe` matches an
+# Event on uid, name and kind, so a missing apiVersion only makes the Event less complete.
 API_VERSIONS = {
     "Job": "batch/v1",
     "CronJob": "batch/v1",
@@ -74,7 +75,7 @@ class Ladder:
                 kind=kind,
                 name=action.param("name") or "",
                 namespace=action.param("namespace") or "",
-                api_version=API_VERSIONS.get(kind, ""),
+                api_version=action.param("api_version") or API_VERSIONS.get(kind, ""),
                 uid=action.param("uid") or "",
                 reason=CHECKPOINT_REASON,
                 message=action.reason,

@@ -137,9 +137,15 @@ def _act_step(fault: Fault, *, policy: rules.Policy, situation: Situation, why: 
                 track=Track.WORKLOAD,
                 node=node,
                 reason=ask,
-                params=(("kind", kind), ("name", name), ("namespace", namespace), ("uid", uid)),
+                params=(
+                    ("kind", kind),
+                    ("name", name),
+                    ("namespace", namespace),
+                    ("uid", uid),
+                    ("api_version", api_version),
+                ),
             )
-            for namespace, kind, name, uid in _owners(running)
+            for namespace, kind, name, uid, api_version in _owners(running)
         ]
     if prediction.drain:
         actions += [
@@ -156,14 +162,17 @@ def _act_step(fault: Fault, *, policy: rules.Policy, situation: Situation, why: 
     return actions
 
 
-def _owners(pods: list[PodState]) -> list[tuple[str, str, str, str]]:
+def _owners(pods: list[PodState]) -> list[tuple[str, str, str, str, str]]:
     """Each distinct controller of the pods once, in pod order: several ranks of one Job are one request."""
-    seen: dict[tuple[str, str, str], str] = {}
+    seen: dict[tuple[str, str, str], tuple[str, str]] = {}
     for pod in pods:
         owner = pod.controller
         if owner is not None:
-            seen.setdefault((pod.namespace, owner.kind, owner.name), owner.uid)
-    return [(namespace, kind, name, uid) for (namespace, kind, name), uid in seen.items()]
+            seen.setdefault((pod.namespace, owner.kind, owner.name), (owner.uid, owner.api_version))
+    return [
+        (namespace, kind, name, uid, api_version)
+        for (namespace, kind, name), (uid, api_version) in seen.items()
+    ]
 
 
 def _clear(fault: Fault, *, now: datetime, tainted: bool | None) -> Plan:

@@ -162,6 +162,7 @@ def owner_of(raw: Mapping[str, Any]) -> OwnerRef:
         name=str(raw.get("name", "")),
         uid=str(raw.get("uid") or ""),
         controller=bool(raw.get("controller", False)),
+        api_version=str(raw.get("apiVersion") or ""),
     )
 
 

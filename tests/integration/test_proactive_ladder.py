@@ -123,6 +123,12 @@ async def test_warn_then_act_asks_to_checkpoint_the_budget_holds_the_next_and_cl
             ("Pod", rank0.metadata.name, rank0.metadata.uid),
             (job.kind, job.name, job.uid),
         }
+        on_owner = [
+            e for e in await world.events("SickbayCheckpointRequested") if e.involved_object.kind == job.kind
+        ]
+        assert on_owner[0].involved_object.api_version == job.api_version, (
+            "the ownerReference's own apiVersion"
+        )
         message = (await world.events("SickbayCheckpointRequested"))[0].message
         assert "score 0.8" in message
         assert "gpu3:sbe_rate_1h" in message
