@@ -20,7 +20,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app import alertsync, api, pipeline, schedule, status
+from app import alertsync, api, pipeline, retraining, schedule, status
 from app.act.drain import Drainer
 from app.act.executor import Executor
 from app.act.gatekeeper import GateKeeper
@@ -67,6 +67,7 @@ class Services:
     gates: GateKeeper | None = None
     reconciler: Reconciler | None = None
     scoring: schedule.Scoring | None = None
+    retraining: retraining.Retraining | None = None
     leader: bool = False
     ready: bool = False
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -309,7 +310,13 @@ async def _prediction(app: web.Application) -> AsyncIterator[None]:
     if not settings.enabled or services.inbox is None:
         yield
         return
-    scoring = schedule.Scoring(settings, box=services.inbox, metrics=services.metrics, clock=services.clock)
+    scoring = schedule.Scoring(
+        settings,
+        box=services.inbox,
+        metrics=services.metrics,
+        clock=services.clock,
+        policy=services.rules.policy.prediction,
+    )
     try:
         await scoring.start()
     except Exception:  # prediction must never stop the alert path from serving
@@ -317,10 +324,35 @@ async def _prediction(app: web.Application) -> AsyncIterator[None]:
         yield
         return
     services.scoring = scoring
+    services.retraining = await _start_retraining(services, scoring)
     try:
         yield
     finally:
+        if services.retraining is not None:
+            await services.retraining.stop()
         await scoring.stop()
+
+
+async def _start_retraining(services: Services, scoring: schedule.Scoring) -> retraining.Retraining | None:
+    """The weekly retraining job, with a Prometheus URL only; it runs on the leader and reloads scoring."""
+    settings = services.settings.prediction
+    if not settings.retrain_enabled or not settings.prometheus_url:
+        return None
+    try:
+        job = retraining.Retraining(
+            settings,
+            catalog=services.rules.catalog,
+            journal_path=Path(services.settings.inbox.path),
+            registry=services.metrics.registry,
+            on_promoted=scoring.reload,
+            is_leader=lambda: services.leader,
+            clock=services.clock,
+        )
+        await job.start()
+    except Exception:  # retraining must never stop the service from serving
+        log.exception("retraining could not start; the current model stays until it does")
+        return None
+    return job
 
 
 async def _start_leading(services: Services) -> None:

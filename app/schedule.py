@@ -88,6 +88,11 @@ class Scoring:
         scheduler.start()
         self._scheduler = scheduler
 
+    def reload(self) -> None:
+        """Load the current model again (after a promotion or a rollback) and export its card. Blocking."""
+        self.service.reload()
+        self._export_card()
+
     async def score_once(self) -> None:
         cycle = await asyncio.to_thread(self.service.run_once, self._clock())
         self.last = cycle

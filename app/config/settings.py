@@ -6,13 +6,14 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -103,7 +104,13 @@ class LeaderSettings(BaseModel):
 
 
 class PredictionSettings(BaseModel):
-    """Risk scoring from DCGM history. Without a Prometheus URL the model is still loaded (and checked)."""
+    """Risk scoring from DCGM history. Without a Prometheus URL the model is still loaded (and checked).
+
+    Retraining (`retrain_*`) runs only with a Prometheus URL, on the leader: on the `retrain_cron`
+    schedule (standard crontab, UTC; day of week 0 or 7 is Sunday) it trains a challenger on the last
+    `retrain_window_s` of history, sampled every `retrain_step_s`, with `retrain_threads` OpenMP threads,
+    and promotes it only if it beats the current model on the same holdout.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -112,6 +119,21 @@ class PredictionSettings(BaseModel):
     prometheus_url: str | None = None
     interval_s: float = Field(default=300.0, gt=0)
     lookback_s: float = Field(default=7 * 86400.0, gt=0)
+    retrain_enabled: bool = True
+    retrain_cron: str = "0 3 * * 0"
+    retrain_window_s: float = Field(default=28 * 86400.0, gt=0)
+    retrain_step_s: float = Field(default=300.0, gt=0)
+    retrain_threads: int = Field(default=2, ge=1)
+
+    @field_validator("retrain_cron")
+    @classmethod
+    def _five_fields(cls, value: str) -> str:
+        fields = value.split()
+        if len(fields) != 5 or not all(re.fullmatch(r"[0-9A-Za-z*,/-]+", f) for f in fields):
+            raise ValueError(
+                f"retrain_cron {value!r} is not a crontab expression (minute hour day month weekday)"
+            )
+        return value
 
 
 class Settings(BaseSettings):

@@ -15,6 +15,11 @@ into "rules-only, loudly"; it never falls back to a model it cannot check.
 Saving writes a new version directory under a temporary name and renames it into place, then replaces
 CURRENT.json the same way (write, fsync, `os.replace`): a crash at any point leaves the old pointer and
 the old model intact. The previous version stays on disk for `rollback`.
+
+Promotion (`promote_if_better`, judged by `judge`) scores a challenger and the current model on the same
+holdout and installs the challenger only if it is better; the comparison goes into the challenger's card
+(`metrics["promotion"]`), so its card shows both. `prune` removes old versions that are neither current
+nor previous beyond a small number kept.
 """
 
 from __future__ import annotations
@@ -385,12 +390,71 @@ def rollback(models_dir: Path) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Promotion:
+    """The verdict on a challenger: both models' metrics on the same holdout, and why."""
+
     promoted: bool
     reason: str
     metric: str
     challenger: dict[str, Any]
     current: dict[str, Any] | None
     version: str | None = None
+    challenger_version: str = ""
+    current_version: str | None = None
+    min_gain: float = 0.0
+    holdout: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        """What the challenger's card keeps under `metrics["promotion"]`: both models, side by side."""
+        return {
+            "promoted": self.promoted,
+            "reason": self.reason,
+            "metric": self.metric,
+            "min_gain": self.min_gain,
+            "holdout": dict(self.holdout),
+            "challenger": {"version": self.challenger_version, **self.challenger},
+            "current": None if self.current is None else {"version": self.current_version, **self.current},
+        }
+
+
+def judge(
+    challenger: RiskModel, current: RiskModel | None, holdout: evaluate.EvalSet, *, min_gain: float = 0.0
+) -> Promotion:
+    """Score both models on the same holdout and say whether the challenger should replace the current one.
+
+    Better means: a higher value of the primary metric (the current card's, else the challenger's) by
+    more than `min_gain`, AND no more false alarms than the current model, each at its own act threshold.
+    Writes nothing.
+    """
+    metric = (current.card if current is not None else challenger.card).primary_metric
+    if metric not in PRIMARY_METRICS:
+        raise ValueError(f"unknown primary metric {metric!r}")
+    new = evaluate.evaluate(challenger.decision_scores(holdout), holdout, threshold=challenger.card.act)
+    common: dict[str, Any] = {
+        "metric": metric,
+        "challenger": _summary(new),
+        "challenger_version": challenger.card.version,
+        "min_gain": min_gain,
+        "holdout": _holdout_view(new),
+    }
+    if current is None:
+        return Promotion(promoted=True, reason="no current model", current=None, **common)
+    old = evaluate.evaluate(current.decision_scores(holdout), holdout, threshold=current.card.act)
+    common.update(current=_summary(old), current_version=current.card.version)
+    new_value, old_value = _metric(new, metric), _metric(old, metric)
+    if not new_value > old_value + min_gain:
+        reason = f"{metric} {new_value:.4f} does not beat the current {old_value:.4f} (+{min_gain})"
+        return Promotion(promoted=False, reason=reason, **common)
+    if new.false_alarms > old.false_alarms:
+        reason = f"{metric} improves, but false alarms rise from {old.false_alarms} to {new.false_alarms}"
+        return Promotion(promoted=False, reason=reason, **common)
+    reason = f"{metric} {new_value:.4f} > {old_value:.4f} with {new.false_alarms} ≤ {old.false_alarms} false alarms"
+    return Promotion(promoted=True, reason=reason, **common)
+
+
+def with_promotion(model: RiskModel, verdict: Promotion) -> RiskModel:
+    """The model with the verdict recorded in its card (`metrics["promotion"]`), so the card shows both."""
+    card = replace(model.card, metrics={**model.card.metrics, "promotion": verdict.record()})
+    return RiskModel(card=card, estimator=model.estimator, path=model.path)
 
 
 def promote_if_better(
@@ -401,46 +465,57 @@ def promote_if_better(
     models_dir: Path,
     min_gain: float = 0.0,
 ) -> Promotion:
-    """Score both models on the same holdout; install the challenger only if it is better.
+    """Score both models on the same holdout; install the challenger only if it is better (`judge`).
 
-    Better means: a higher value of the primary metric (the current card's, else the challenger's) by
-    more than `min_gain`, AND no more false alarms than the current model, each at its own act threshold.
-    Promotion is `install` (atomic; the old current becomes `previous`).
+    Promotion is `install` (atomic; the old current becomes `previous`) of the challenger with the
+    comparison recorded in its card. A rejected challenger is not written: the caller decides.
     """
-    metric = (current.card if current is not None else challenger.card).primary_metric
-    if metric not in PRIMARY_METRICS:
-        raise ValueError(f"unknown primary metric {metric!r}")
-    new = evaluate.evaluate(challenger.decision_scores(holdout), holdout, threshold=challenger.card.act)
-    new_view = _summary(new)
-    if current is None:
-        saved = install(models_dir, challenger)
-        return Promotion(
-            promoted=True,
-            reason="no current model",
-            metric=metric,
-            challenger=new_view,
-            current=None,
-            version=saved.card.version,
-        )
-    old = evaluate.evaluate(current.decision_scores(holdout), holdout, threshold=current.card.act)
-    old_view = _summary(old)
-    new_value, old_value = _metric(new, metric), _metric(old, metric)
-    if not new_value > old_value + min_gain:
-        reason = f"{metric} {new_value:.4f} does not beat the current {old_value:.4f} (+{min_gain})"
-        return Promotion(promoted=False, reason=reason, metric=metric, challenger=new_view, current=old_view)
-    if new.false_alarms > old.false_alarms:
-        reason = f"{metric} improves, but false alarms rise from {old.false_alarms} to {new.false_alarms}"
-        return Promotion(promoted=False, reason=reason, metric=metric, challenger=new_view, current=old_view)
-    saved = install(models_dir, challenger)
-    reason = f"{metric} {new_value:.4f} > {old_value:.4f} with {new.false_alarms} ≤ {old.false_alarms} false alarms"
-    return Promotion(
-        promoted=True,
-        reason=reason,
-        metric=metric,
-        challenger=new_view,
-        current=old_view,
-        version=saved.card.version,
-    )
+    verdict = judge(challenger, current, holdout, min_gain=min_gain)
+    if not verdict.promoted:
+        return verdict
+    saved = install(models_dir, with_promotion(challenger, verdict))
+    return replace(verdict, version=saved.card.version)
+
+
+# -- pruning --------------------------------------------------------------------------------------------
+
+
+def prune(models_dir: Path, *, keep: int = 3) -> list[str]:
+    """Delete old versions that are neither current nor previous, beyond the newest `keep` of them.
+
+    Only directories with a readable card count as versions (anything else is left alone), and nothing is
+    pruned without a readable CURRENT.json. A version is renamed to a hidden name before it is deleted, so
+    a crash never leaves a half-deleted directory under a version's name. Returns the versions removed.
+    """
+    try:
+        pointer = read_pointer(models_dir)
+    except ModelUnavailable:
+        return []
+    protected = {v for v in pointer.values() if v is not None}
+    candidates: list[tuple[str, str]] = []
+    for path in models_dir.iterdir():
+        if not path.is_dir() or path.name.startswith(".") or path.name in protected:
+            continue
+        try:
+            card = read_card(path)
+        except ModelUnavailable:
+            continue
+        candidates.append((card.created_at, path.name))
+    candidates.sort(reverse=True)
+    removed: list[str] = []
+    for _, name in candidates[max(keep, 0) :]:
+        doomed = models_dir / f".pruned-{name}"
+        try:
+            os.rename(models_dir / name, doomed)
+        except OSError as exc:
+            log.warning("could not prune risk model %s: %s", name, exc)
+            continue
+        shutil.rmtree(doomed, ignore_errors=True)
+        removed.append(name)
+        log.info("pruned old risk model %s", name)
+    if removed:
+        _fsync_dir(models_dir)
+    return removed
 
 
 def _metric(metrics: evaluate.Metrics, name: str) -> float:
@@ -460,6 +535,11 @@ def _summary(metrics: evaluate.Metrics) -> dict[str, Any]:
         "trap_gpus_flagged",
     )
     return {k: body[k] for k in keys}
+
+
+def _holdout_view(metrics: evaluate.Metrics) -> dict[str, Any]:
+    body = metrics.as_dict()
+    return {k: body[k] for k in ("rows", "positives", "node_days", "failures")}
 
 
 def card_metrics(metrics: Mapping[str, evaluate.Metrics]) -> dict[str, Any]:

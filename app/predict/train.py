@@ -2,7 +2,9 @@
 
 `python -m app.predict.train --dataset DIR --out models/` trains on one or more dataset directories (the
 layout `sickbay simulate` writes), evaluates on the held-out future of held-out nodes (and on any
-`--eval-dataset`), and installs the model as the current one in `--out`. Steps:
+`--eval-dataset`), and installs the model as the current one in `--out`. `--from-prometheus URL` instead
+runs the service's retraining once (`retrain.retrain`): a challenger from the last `--days` of history,
+installed only if it beats the current model on the same holdout. Steps:
 
 1. features on a coarser grid than the samples (`every_s`, default 30 min; windows use every sample);
 2. labels: a hardware-class fault within the horizon (`labels.label_rows`);
@@ -24,13 +26,14 @@ It reads files and the clock (for `created_at`); the model itself depends on the
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,7 +47,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier  # type: ignore[impo
 from sklearn.frozen import FrozenEstimator  # type: ignore[import-untyped]
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from app.predict import dataset, evaluate, features, labels, registry, split
+from app.predict import dataset, evaluate, features, history, labels, prometheus, registry, split
 
 log = logging.getLogger(__name__)
 
@@ -564,11 +567,19 @@ def evaluate_on(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dataset", type=Path, action="append", required=True, help="dataset directory (repeatable)"
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--dataset", type=Path, action="append", help="dataset directory (repeatable)")
+    source.add_argument(
+        "--from-prometheus",
+        metavar="URL",
+        help="retrain on Prometheus history: a challenger replaces the current model only if it is better "
+        "on the same holdout (prints the outcome; exit 4: Prometheus unreachable, 5: too little data)",
     )
     parser.add_argument(
-        "--out", type=Path, required=True, help="models directory; the new model becomes current"
+        "--out",
+        type=Path,
+        help="models directory; with --dataset (required) the new model becomes current; "
+        "with --from-prometheus (default models/) only a better one does",
     )
     parser.add_argument(
         "--eval-dataset", type=Path, action="append", default=[], help="also evaluate on (repeatable)"
@@ -593,6 +604,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provenance", action="append", default=[], help="how the data was made (recorded)")
     parser.add_argument("--no-activate", action="store_true", help="save the model without making it current")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    prom = parser.add_argument_group("retraining (--from-prometheus)")
+    prom.add_argument("--days", type=float, default=28.0, help="history to train on, up to now (default 28)")
+    prom.add_argument("--step-seconds", type=float, default=300.0, help="query resolution (default 300)")
+    prom.add_argument(
+        "--journal", type=Path, help="the service's SQLite journal: its hardware faults are labels too"
+    )
+    prom.add_argument("--xid-catalog", type=Path, help="XID catalog (default: rules/xid-catalog.yaml)")
+    prom.add_argument(
+        "--min-failures",
+        type=int,
+        default=5,
+        help="hardware failures the window needs (default 5)",
+    )
 
 
 def config_from(args: argparse.Namespace) -> TrainConfig:
@@ -613,6 +637,11 @@ def config_from(args: argparse.Namespace) -> TrainConfig:
 
 
 def run(args: argparse.Namespace, *, now: datetime | None = None) -> int:
+    if args.from_prometheus:
+        return run_from_prometheus(args, now=now)
+    if args.out is None:
+        print("sickbay train: --out is required with --dataset", file=sys.stderr)
+        return 2
     config = config_from(args)
     with Steps(show=not args.quiet) as steps:
         prepared = prepare(args.dataset, config, steps=steps)
@@ -642,6 +671,47 @@ def run(args: argparse.Namespace, *, now: datetime | None = None) -> int:
         "fit_seconds": saved.card.training["fit_seconds"],
     }
     print(pd.Series(summary).to_json(indent=2))
+    return 0
+
+
+def run_from_prometheus(args: argparse.Namespace, *, now: datetime | None = None) -> int:
+    """`--from-prometheus`: the service's retraining run, once, from the command line."""
+    from app.config import rules  # noqa: PLC0415 - the XID catalog, for this command only
+    from app.config.settings import RULES_DIR  # noqa: PLC0415
+    from app.predict import retrain  # noqa: PLC0415 - retrain imports this module
+
+    if args.eval_dataset or args.no_activate:
+        print("sickbay train: --eval-dataset and --no-activate go with --dataset", file=sys.stderr)
+        return 2
+    now = now or datetime.now(UTC)
+    window_s = args.days * 86400.0
+    journal: pd.DataFrame | None = None
+    if args.journal is not None:
+        try:
+            journal = retrain.journal_failures(args.journal, since=now - timedelta(seconds=window_s))
+        except retrain.JournalUnreadable as exc:
+            print(f"sickbay train: {exc}", file=sys.stderr)
+            return 2
+    catalog = rules.load_catalog(args.xid_catalog or RULES_DIR / "xid-catalog.yaml")
+    reader = prometheus.Reader(prometheus.ReaderSettings(url=args.from_prometheus, step_s=args.step_seconds))
+    with Steps(show=not args.quiet) as steps:
+        outcome = retrain.retrain(
+            reader=reader,
+            models_dir=args.out or Path("models"),
+            window_s=window_s,
+            now=now,
+            failures_from_journal=journal,
+            xid_classes=history.xid_classes(catalog),
+            config=config_from(args),
+            steps=steps,
+            threads=args.threads,
+            min_failures=args.min_failures,
+        )
+    print(json.dumps(outcome.as_dict(), indent=2, ensure_ascii=False))
+    if outcome.status is retrain.Status.PROMETHEUS_UNAVAILABLE:
+        return 4
+    if outcome.status is retrain.Status.TOO_LITTLE_DATA:
+        return 5
     return 0
 
 
