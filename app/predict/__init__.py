@@ -5,7 +5,11 @@
 - `dataset`: reads a dataset directory (time series + ground truth); `train`: the training pipeline and its
   command line; `registry`: skops models with JSON cards, checked loads, atomic swaps, promotion.
 - `score`: samples → `domain.Risk` per GPU and node; `prometheus`: the reader (one query per metric);
-  `service`: the scheduler's scoring job; `cli`: `train`, `evaluate`, `score`.
+  `service`: the scheduler's scoring job; `cli`: `train`, `evaluate`, `score`, `backtest`.
+- `backtest`: replays a Prometheus range as the service would have scored it (batches of hosts, pure
+  replay), judges the alarms against a simulator's truth or the failures `history` reads back from the
+  samples; `costs` (pure): GPU-hours lost with and without the proactive ladder, capacity it held;
+  `report`: the backtest as a self-contained HTML page with inline SVG plots.
 
-Never imports `app.sim` (tests may). The backtest over a Prometheus range is not written yet.
+Never imports `app.sim` (tests may).
 """

@@ -1,4 +1,4 @@
-"""`python -m app.predict train|evaluate|score ...`."""
+"""`python -m app.predict train|evaluate|score|backtest ...`."""
 
 import sys
 

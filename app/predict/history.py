@@ -1,12 +1,15 @@
 """Failures read back from history, for labels where no simulator ground truth exists.
 
-Two sources, both turned into the failures table `labels.label_rows` and `evaluate` read (the columns of
+Three sources, all turned into the failures table `labels.label_rows` and `evaluate` read (the columns of
 `dataset.Truth.failures`):
 
 - the `DCGM_FI_DEV_XID_ERRORS` gauge in a samples frame: it holds the LAST XID, so a failure is a change
   of the value to an XID whose class is hardware (reset-gpu, reboot-node, replace) — the class comes from
-  the XID catalog the caller passes, so the operator's overrides count. A GPU that fell off the bus
-  (XID 79) often stops reporting, so the change may be the last sample the series has;
+  the XID catalog the caller passes, so the operator's overrides count;
+- GPUs that vanish from a samples frame (`from_vanished`): a GPU that fell off the bus (XID 79) stops
+  reporting, often before the exporter ever showed the 79. A GPU that stops reporting while another GPU
+  of its node still reports (so not a reboot, nor a hung exporter), for `VANISHED_S` or more, failed
+  (reboot-node). `from_samples` merges both;
 - the remediation journal's hardware faults (the caller reads the journal; `from_records` takes rows).
 
 Precursor starts are unknown in production (`precursor_start` is NaN): metrics that need them
@@ -20,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from app.predict import features, labels
@@ -38,6 +42,8 @@ FAILURE_COLUMNS: tuple[str, ...] = (
 # Two reports of one failure (the XID gauge and the journal, or a fault that repeats while the node is
 # being drained) closer than this are the same failure.
 SAME_FAILURE_S = 3600.0
+# A GPU missing for this long while a peer on its node still reports has fallen off the bus.
+VANISHED_S = 900.0
 
 
 def empty() -> pd.DataFrame:
@@ -75,6 +81,66 @@ def from_xid_series(frame: pd.DataFrame, xid_classes: Mapping[int, str]) -> pd.D
         for e in events.itertuples(index=False)
     ]
     return _table(rows, prefix="X")
+
+
+def from_vanished(frame: pd.DataFrame, *, min_missing_s: float = VANISHED_S) -> pd.DataFrame:
+    """Reboot-node failures at the first missing sample of GPUs that stopped reporting while a peer on
+    the same node still reported, and stayed away at least `min_missing_s` (or to the end of the frame)."""
+    data = features.normalise(frame)
+    if not len(data):
+        return empty()
+    if data.present is not None:
+        present = data.present
+    else:
+        present = np.zeros(len(data), dtype=bool)
+        for values in data.fields.values():
+            present |= ~np.isnan(values)
+    t = data.keys["timestamp"].to_numpy(dtype=np.float64)
+    same = np.zeros(len(data), dtype=bool)
+    same[1:] = data.group[1:] == data.group[:-1]
+    before = np.zeros(len(data), dtype=bool)
+    before[1:] = present[:-1]
+    gone = same & before & ~present
+    if not gone.any():
+        return empty()
+    # Peers reporting at the same instant on the same node.
+    instant = pd.DataFrame({"node": data.node_codes, "t": t, "present": present.astype(np.int64)})
+    reporting = instant.groupby(["node", "t"], sort=False)["present"].transform("sum").to_numpy()
+    # How long each absence lasts: until the GPU's next present row, or the end of its series.
+    index = np.arange(len(data))
+    last_row = np.flip(np.minimum.accumulate(np.flip(np.where(_last_of_group(data.group), index, len(data)))))
+    next_present = np.flip(np.minimum.accumulate(np.flip(np.where(present, index, len(data)))))
+    back = np.where(next_present <= last_row, t[np.minimum(next_present, len(data) - 1)], np.inf)
+    lasting = np.where(np.isinf(back), True, back - t >= min_missing_s)
+    hit = gone & (reporting > 0) & lasting
+    events = data.keys.loc[hit]
+    rows = [
+        {"node": str(node), "gpu": int(gpu), "uuid": str(uuid), "failure_time": float(t)}
+        for node, gpu, uuid, t in zip(
+            events["node"].astype(str),
+            events["gpu"].to_numpy(dtype=np.int64),
+            events["uuid"].astype(str),
+            events["timestamp"].to_numpy(dtype=np.float64),
+            strict=True,
+        )
+    ]
+    return _table([{**r, "mode": "vanished", "fault_class": "reboot-node"} for r in rows], prefix="V")
+
+
+def _last_of_group(group: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    last = np.ones(len(group), dtype=bool)
+    last[:-1] = group[1:] != group[:-1]
+    return last
+
+
+def from_samples(
+    frame: pd.DataFrame, xid_classes: Mapping[int, str], *, min_missing_s: float = VANISHED_S
+) -> pd.DataFrame:
+    """Hardware failures a samples frame shows: XID gauge changes and vanished GPUs, merged (ids "S…")."""
+    both = merge(from_xid_series(frame, xid_classes), from_vanished(frame, min_missing_s=min_missing_s))
+    if both.empty:
+        return both
+    return both.assign(id=[f"S{i + 1:05d}" for i in range(len(both))])
 
 
 def from_records(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -127,13 +193,19 @@ def merge_nearby(table: pd.DataFrame) -> pd.DataFrame:
 _FALLBACK_RULES = frozenset({"dbe-remap", "recovery-action"})
 
 
-def xid_classes(catalog: Any) -> dict[int, str]:
-    """XID → fault class from a `config.rules.XidCatalog`, for `from_xid_series`."""
+def xid_classes(catalog: Any, *, per_link: bool = False) -> dict[int, str]:
+    """XID → fault class from a `config.rules.XidCatalog`, for `from_xid_series`.
+
+    `per_link`: per-link NVLink XIDs (74, 144-150) count as their fallback class too. The classifier waits
+    for repeats on one link, which the gauge cannot show; a backtest that must not miss NVLink failures
+    counts every one (and may count a transient link error as a failure).
+    """
+    fallback_rules = _FALLBACK_RULES | ({"per-link"} if per_link else set())
     out: dict[int, str] = {}
     for xid, entry in catalog.xids.items():
         cls = entry.fault_class.value
         if cls == "depends":
-            if entry.rule in _FALLBACK_RULES and entry.fallback is not None:
+            if entry.rule in fallback_rules and entry.fallback is not None:
                 out[int(xid)] = str(entry.fallback)
             continue
         out[int(xid)] = cls

@@ -14,9 +14,11 @@ response that is not Prometheus JSON) raises `PrometheusUnavailable`: the scorin
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -92,12 +94,53 @@ def connect(settings: ReaderSettings) -> RangeClient:
     return client
 
 
-def selector(metric: str) -> str:
-    """The PromQL selector for a source metric and its DCGM 4.6 name, if it has one."""
+def selector(metric: str, matchers: Sequence[str] = ()) -> str:
+    """The PromQL selector for a source metric and its DCGM 4.6 name, if it has one.
+
+    With `matchers` (label matchers such as `Hostname=~"a|b"`), the series that match any of them: one
+    selector per matcher joined with `or` — still one query, whatever the number of hosts.
+    """
     names = [metric, *(old for old, new in features.ALIASES.items() if new == metric)]
+    if not matchers:
+        return metric if len(names) == 1 else '{__name__=~"' + "|".join(names) + '"}'
     if len(names) == 1:
-        return metric
-    return '{__name__=~"' + "|".join(names) + '"}'
+        return " or ".join(f"{metric}{{{m}}}" for m in matchers)
+    name = '__name__=~"' + "|".join(names) + '"'
+    return " or ".join(f"{{{name}, {m}}}" for m in matchers)
+
+
+def host_matchers(hosts: Iterable[HostRef]) -> list[str]:
+    """Label matchers selecting these hosts' series: one regex matcher per host label spelling."""
+    by_label: dict[str, list[str]] = {}
+    for host in hosts:
+        values = by_label.setdefault(host.label, [])
+        if host.value not in values:
+            values.append(host.value)
+    return [
+        f'{label}=~"{_string("|".join(_regex(v) for v in values))}"' for label, values in by_label.items()
+    ]
+
+
+def _regex(value: str) -> str:
+    """`value` as a literal in an RE2 regular expression."""
+    return "".join("\\" + ch if ch in _RE2_SPECIAL else ch for ch in value)
+
+
+_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+def _string(text: str) -> str:
+    """`text` inside a double-quoted PromQL string."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class HostRef:
+    """A host as the series name it: the node name features use, and the label (and raw value) naming it."""
+
+    node: str
+    label: str
+    value: str
 
 
 def chunks(
@@ -139,10 +182,13 @@ class Reader:
             self._client = connect(self.settings)
         return self._client
 
-    def _range(self, query: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
-        step = f"{self.settings.step_s:g}s"
+    def _range(
+        self, query: str, start: datetime, end: datetime, *, step_s: float | None = None
+    ) -> list[dict[str, Any]]:
+        step_s = self.settings.step_s if step_s is None else step_s
+        step = f"{step_s:g}s"
         out: list[dict[str, Any]] = []
-        for lo, hi in chunks(start, end, step_s=self.settings.step_s, max_points=self.settings.max_points):
+        for lo, hi in chunks(start, end, step_s=step_s, max_points=self.settings.max_points):
             self.queries += 1
             try:
                 result = self.client.custom_query_range(
@@ -155,8 +201,11 @@ class Reader:
             out.extend(result)
         return out
 
-    def read(self, start: datetime, end: datetime) -> pd.DataFrame:
-        """Samples of every source metric on the grid start, start + step, ... ≤ end, for every GPU seen."""
+    def read(self, start: datetime, end: datetime, *, hosts: Sequence[HostRef] = ()) -> pd.DataFrame:
+        """Samples of every source metric on the grid start, start + step, ... ≤ end, for every GPU seen.
+
+        With `hosts`, only those hosts' GPUs (a batch of a long read; still one query per metric).
+        """
         start = _aware(start)
         end = _aware(end)
         step = self.settings.step_s
@@ -164,17 +213,63 @@ class Reader:
         n_times = (
             math.floor((end.timestamp() - grid_start) / step) + 1 if end.timestamp() >= grid_start else 0
         )
+        matchers = host_matchers(hosts)
+        wanted = {h.node for h in hosts} or None
         gpus: dict[tuple[str, int, str], int] = {}
         cells: dict[str, list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]]] = {}
-        for metric in self.settings.metrics:
-            query = selector(metric)
-            series = self._range(query, datetime.fromtimestamp(grid_start, UTC), end)
-            cells[metric] = list(_parse(series, gpus, grid_start=grid_start, step=step, n_times=n_times))
+        with _collector_paused():
+            for metric in self.settings.metrics:
+                query = selector(metric, matchers)
+                series = self._range(query, datetime.fromtimestamp(grid_start, UTC), end)
+                cells[metric] = list(
+                    _parse(series, gpus, grid_start=grid_start, step=step, n_times=n_times, nodes=wanted)
+                )
+                del series
         return _assemble(gpus, cells, grid_start=grid_start, step=step, n_times=n_times)
+
+    def hosts(self, start: datetime, end: datetime, *, metric: str = features.GPU_TEMP) -> list[HostRef]:
+        """Every host with a series of `metric` in [start, end]: one cheap query (one point per host per
+        coarse step), so a long range can be read in batches of hosts."""
+        start, end = _aware(start), _aware(end)
+        span = max(end.timestamp() - start.timestamp(), 0.0)
+        step_s = max(self.settings.step_s, math.ceil(span / 500.0 / 60.0) * 60.0)
+        by = ", ".join(features.HOST_COLUMNS)
+        query = f"group by ({by}) (last_over_time({selector(metric)}[{step_s:g}s]))"
+        found: set[HostRef] = set()
+        for one in self._range(query, start, end, step_s=step_s):
+            labels = one.get("metric", {}) if isinstance(one, Mapping) else {}
+            ref = host_ref(labels) if isinstance(labels, Mapping) else None
+            if ref is not None:
+                found.add(ref)
+        return sorted(found)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a bulk read. Parsing a range answer allocates millions
+    of small lists, and the collector would rescan all of them again and again (a read runs several
+    times slower); reference counting still frees them, and the collector runs again afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _aware(t: datetime) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def host_ref(labels: Mapping[str, str]) -> HostRef | None:
+    """The host a series' labels name, as `gpu_identity` reads it, with the label that names it."""
+    label = next((name for name in features.HOST_COLUMNS if labels.get(name)), None)
+    if label is None:
+        return None
+    value = labels[label]
+    node = value.rsplit(":", 1)[0] if label == "instance" and ":" in value else value
+    return HostRef(node=node, label=label, value=value)
 
 
 def gpu_identity(labels: Mapping[str, str]) -> tuple[str, int, str] | None:
@@ -195,12 +290,13 @@ def _parse(
     grid_start: float,
     step: float,
     n_times: int,
+    nodes: set[str] | None = None,
 ) -> Iterable[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
     for one in series:
         labels = one.get("metric", {})
         values = one.get("values", [])
         identity = gpu_identity(labels) if isinstance(labels, Mapping) else None
-        if identity is None or not values:
+        if identity is None or not values or (nodes is not None and identity[0] not in nodes):
             continue
         index = gpus.setdefault(identity, len(gpus))
         raw = np.asarray(values, dtype=object)
@@ -230,14 +326,12 @@ def _assemble(
     size = n_gpus * n_times
     identities = sorted(gpus, key=gpus.__getitem__)
     times = grid_start + step * np.arange(n_times, dtype=np.float64)
-    frame = pd.DataFrame(
-        {
-            "node": np.repeat(np.array([g[0] for g in identities], dtype=object), n_times),
-            "gpu": np.repeat(np.array([g[1] for g in identities], dtype=np.int64), n_times),
-            "uuid": np.repeat(np.array([g[2] for g in identities], dtype=object), n_times),
-            "timestamp": np.tile(times, n_gpus),
-        }
-    )
+    columns: dict[str, npt.NDArray[Any]] = {
+        "node": np.repeat(np.array([g[0] for g in identities], dtype=object), n_times),
+        "gpu": np.repeat(np.array([g[1] for g in identities], dtype=np.int64), n_times),
+        "uuid": np.repeat(np.array([g[2] for g in identities], dtype=object), n_times),
+        "timestamp": np.tile(times, n_gpus),
+    }
     present = np.zeros(size, dtype=bool)
     for metric, parts in cells.items():
         column = np.full(size, np.nan)
@@ -247,9 +341,10 @@ def _assemble(
             current = column[position]
             column[position] = np.where(np.isnan(current), values, np.fmax(current, values))
         present |= ~np.isnan(column)
-        frame[metric] = column
-    frame["present"] = present.astype(np.int64)
-    return frame
+        columns[metric] = column
+    columns["present"] = present.astype(np.int64)
+    # One constructor call: adding columns one by one re-builds the column index each time.
+    return pd.DataFrame(columns)
 
 
 class RecentWindow:
