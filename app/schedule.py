@@ -24,6 +24,7 @@ from app.predict import service as predict_service
 from app.store import codec, inbox
 
 log = logging.getLogger(__name__)
+STOP_GRACE_S = 10.0
 
 
 class Scoring:
@@ -57,6 +58,7 @@ class Scoring:
         self.last: predict_service.Cycle | None = None
         self._scheduler: AsyncIOScheduler | None = None
         self._loading: asyncio.Task[None] | None = None
+        self._cycle: asyncio.Task[object] | None = None
 
     async def start(self) -> None:
         """Load the model in the background (start-up and readiness never wait on it), then schedule."""
@@ -94,6 +96,7 @@ class Scoring:
         self._export_card()
 
     async def score_once(self) -> None:
+        self._cycle = asyncio.current_task()
         cycle = await asyncio.to_thread(self.service.run_once, self._clock())
         self.last = cycle
         self._export_scores(cycle)
@@ -129,3 +132,11 @@ class Scoring:
             await asyncio.gather(self._loading, return_exceptions=True)
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=False)
+        # A cycle in flight runs in a worker thread that cannot be interrupted: let it finish (it is
+        # bounded by the Prometheus timeouts) rather than cancel it and have APScheduler log the
+        # cancellation as the job's failure.
+        cycle = self._cycle
+        if cycle is not None and not cycle.done() and cycle is not asyncio.current_task():
+            _, pending = await asyncio.wait({cycle}, timeout=STOP_GRACE_S)
+            for task in pending:
+                task.cancel()

@@ -1,9 +1,11 @@
-"""Shared fixtures: free ports and real `sickbay serve` processes that are always stopped at teardown."""
+"""Shared fixtures: free ports, Debian's Prometheus binaries, and real `sickbay serve` processes that are
+always stopped at teardown."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -96,6 +98,23 @@ class SickbayServer:
                 pass
             time.sleep(0.05)
         raise TimeoutError(f"sickbay not ready after {timeout:.0f}s:\n{self.log_tail()}")
+
+
+def _binary(name: str) -> Path:
+    found = shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed (Debian package `prometheus`; `make setup` installs it)")
+    return Path(found)
+
+
+@pytest.fixture
+def promtool() -> Path:
+    return _binary("promtool")
+
+
+@pytest.fixture
+def prometheus() -> Path:
+    return _binary("prometheus")
 
 
 @pytest.fixture

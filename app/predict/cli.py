@@ -263,27 +263,16 @@ class _Ladder:
 
 def _ladder(path: Path) -> _Ladder:
     policy = rules.load_policy(path)
-    prediction = getattr(policy, "prediction", None)
-    budgets = policy.budgets
+    prediction, budgets = policy.prediction, policy.budgets
+    resend = prediction.resend.total_seconds()
     return _Ladder(
-        warn=getattr(prediction, "warn", None),
-        act=getattr(prediction, "act", None),
-        hold=backtest.Hysteresis(
-            clear_margin=float(getattr(prediction, "clear_margin", 0.0)),
-            clear_after=int(getattr(prediction, "clear_after", 1)),
-        ),
-        budget_fraction=float(budgets.proactive_max_fraction),
-        budget_nodes=getattr(budgets, "proactive_max_nodes", None),
-        resend_h=_hours(getattr(prediction, "resend", None)),
+        warn=prediction.warn,
+        act=prediction.act,
+        hold=backtest.Hysteresis(clear_margin=prediction.clear_margin, clear_after=prediction.clear_after),
+        budget_fraction=budgets.proactive_max_fraction,
+        budget_nodes=budgets.proactive_max_nodes,
+        resend_h=resend / 3600.0 if resend > 0 else None,
     )
-
-
-def _hours(value: object) -> float | None:
-    """A policy duration in hours; None when the policy has none (or zero: no re-sends)."""
-    if value is None:
-        return None
-    hours = parse_duration(value).total_seconds() / 3600.0
-    return hours if hours > 0 else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
