@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := $(VENV)/.system-packages
 
-.PHONY: demo test lint typecheck importlint unit bench setup system-packages clean
+.PHONY: demo test lint typecheck importlint unit bench backtest-acceptance setup system-packages clean
 
 setup: $(STAMP) $(SYSTEM_STAMP)
 
@@ -45,6 +45,10 @@ demo: setup
 
 bench: setup
 	$(BIN)/python -m tests.perf
+
+# Issue 5's acceptance at full size (200 nodes x 8 GPUs x 14 days through a real Prometheus; ~20 min).
+backtest-acceptance: setup
+	$(BIN)/python -m tests.perf.backtest_acceptance --out out/acceptance
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

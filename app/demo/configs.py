@@ -3,6 +3,7 @@ the fleet), the test copy of the rule bundle, the policy override and Alertmanag
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -11,7 +12,9 @@ from typing import Any
 import yaml
 
 from app.sim.fleet import FleetSim, SimConfig
-from app.sim.fleet.workloads import PodRef
+from app.sim.fleet.workloads import Job, PodRef
+from app.sim.kubeapi.builders import pod_template
+from app.sim.kubeapi.resources import JOBS, JOBSETS
 
 REPO = Path(__file__).resolve().parents[2]
 RULES_FILE = REPO / "rules" / "prometheus" / "sickbay-rules.yaml"
@@ -164,11 +167,13 @@ def alertmanager_config(
     }
 
 
-def cluster_seed(sim: FleetSim, *, pool: str) -> dict[str, Any]:
+def cluster_seed(sim: FleetSim, *, pool: str, owners: bool = False) -> dict[str, Any]:
     """A kube-api seed mirroring the fleet: its nodes (same names) and one pod per workload it placed.
 
     Gang ranks carry JobSet labels (Sickbay restarts the whole gang), single pods a Job's label; the
-    dcgm-exporter DaemonSet runs on every node (never evicted).
+    dcgm-exporter DaemonSet runs on every node (never evicted). With `owners`, each single pod is owned by
+    its Job and each rank by its own Job, owned by the gang's JobSet (as the JobSet controller makes
+    them); the owners are under `objects`, so a seed with owners loads in two steps, pods last.
     """
     gpus = sim.config.hardware.gpus_per_node
     nodes = [
@@ -181,18 +186,22 @@ def cluster_seed(sim: FleetSim, *, pool: str) -> dict[str, Any]:
         for name in sim.node_names
     ]
     pods: list[dict[str, Any]] = []
+    objects: list[dict[str, Any]] = []
     for job in sorted(sim.scheduler.running.values(), key=lambda j: j.name):
         for rank, placement in enumerate(job.placements):
-            pods.append(
-                workload_pod(
-                    placement.pod,
-                    node=sim.nodes[placement.node].name,
-                    gpus=len(placement.gpus),
-                    job=job.name,
-                    gang=job.gang,
-                    rank=rank,
-                )
+            pod = workload_pod(
+                placement.pod,
+                node=sim.nodes[placement.node].name,
+                gpus=len(placement.gpus),
+                job=job.name,
+                gang=job.gang,
+                rank=rank,
             )
+            if owners:
+                pod["owner"] = {"kind": "Job", "name": rank_job_name(job, rank)}
+            pods.append(pod)
+        if owners:
+            objects += owner_objects(job)
     return {
         "namespaces": [GPU_OPERATOR_NS],
         "nodes": nodes,
@@ -205,7 +214,62 @@ def cluster_seed(sim: FleetSim, *, pool: str) -> dict[str, Any]:
             }
         ],
         "pods": pods,
+        **({"objects": objects} if objects else {}),
     }
+
+
+def rank_job_name(job: Job, rank: int) -> str:
+    """The Job that owns a rank's pod: the JobSet controller's `<jobset>-<replicatedJob>-<index>`."""
+    return f"{job.name}-workers-{rank}" if job.gang else job.name
+
+
+def owner_objects(job: Job) -> list[dict[str, Any]]:
+    """A single pod's Job; or a gang's JobSet and one Job per rank, owned by it."""
+    namespace = job.namespace
+    jobset_uid = _uid(f"jobset/{namespace}/{job.name}")
+    out: list[dict[str, Any]] = []
+    if job.gang:
+        out.append(
+            {
+                "apiVersion": JOBSETS.api_version,
+                "kind": JOBSETS.kind,
+                "metadata": {"name": job.name, "namespace": namespace, "uid": jobset_uid},
+                "spec": {"replicatedJobs": [{"name": "workers", "replicas": len(job.placements)}]},
+            }
+        )
+    for rank in range(len(job.placements) if job.gang else 1):
+        name = rank_job_name(job, rank)
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": namespace,
+            "uid": _uid(f"job/{namespace}/{name}"),
+        }
+        if job.gang:
+            metadata["ownerReferences"] = [
+                {
+                    "apiVersion": JOBSETS.api_version,
+                    "kind": JOBSETS.kind,
+                    "name": job.name,
+                    "uid": jobset_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
+        template = pod_template({"job-name": name}, gpus=job.gpus_per_pod, restart_policy="Never")
+        out.append(
+            {
+                "apiVersion": JOBS.api_version,
+                "kind": JOBS.kind,
+                "metadata": metadata,
+                "spec": {"template": template},
+                "status": {"active": 1 if job.gang else len(job.placements)},
+            }
+        )
+    return out
+
+
+def _uid(name: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"sickbay-demo:{name}"))
 
 
 def workload_pod(pod: PodRef, *, node: str, gpus: int, job: str, gang: bool, rank: int = 0) -> dict[str, Any]:

@@ -29,15 +29,16 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from app.demo import report
+from app.demo import prediction, report
 from app.demo.scenario import CastingError, Scenario
 from app.demo.stack import REPO, Stack, StackConfig, quiet_fleet_config
 from app.demo.timeline import Event, Recorder, Scene
-from app.sim.fleet import SimConfig
+from app.sim.fleet import FleetSim, SimConfig
 
 DEFAULT_OUT = REPO / "out" / "demo"
 HEALTHY_DELAY_S = 5
-BUDGET_NODES = 5
+BUDGET_NODES = 6
+SCORING_INTERVAL_S = 5.0  # Sickbay's risk scoring cycle (default 5 min)
 SUMMARY_TITLE = "Scenes: latency from the metric change to each step"
 STYLE = {
     "signal": "bold white",
@@ -80,7 +81,19 @@ def stack_config(nodes: int, seed: int) -> StackConfig:
         pod_termination_s=0.0,
         probe=True,
         token="sickbay-demo-token",  # noqa: S106 - a loopback demo credential
+        history_s=prediction.HISTORY_S,
+        prediction_interval_s=SCORING_INTERVAL_S,
+        pod_owners=True,
     )
+
+
+def demo_fleet(config: StackConfig) -> tuple[FleetSim, prediction.Forecast]:
+    """The demo's fleet at the start of its simulated past, one GPU's HBM set to degrade in it, and the
+    forecast the prediction scenes fill in."""
+    start = prediction.history_start(span_s=config.history_s, step_s=config.history_step_s)
+    sim = FleetSim(nodes=config.nodes, seed=config.seed, config=config.fleet, start=start)
+    precursor = prediction.plant_precursor(sim, history_end=start + config.history_s)
+    return sim, prediction.Forecast(precursor=precursor, history_s=config.history_s)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -88,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="sickbay demo", description="Run the whole pipeline on loopback against scripted GPU faults."
     )
     parser.add_argument(
-        "--nodes", type=int, default=32, help="simulated GPU nodes, 8 GPUs each (default 32, at least 10)"
+        "--nodes", type=int, default=32, help="simulated GPU nodes, 8 GPUs each (default 32, at least 11)"
     )
     parser.add_argument("--seed", type=int, default=7, help="seed of the simulated fleet and its workloads")
     parser.add_argument(
@@ -165,6 +178,27 @@ class Display:
 # -- the run -------------------------------------------------------------------------------------------
 
 
+def run_notes(config: StackConfig, forecast: prediction.Forecast) -> tuple[str, ...]:
+    """How this run differs from a deployment, for the report."""
+    return (
+        "Prometheus runs on a generated copy of rules/prometheus/sickbay-rules.yaml with shorter `for:` on "
+        + ", ".join(f"{k} ({v})" for k, v in sorted(config.short_for.items()))
+        + "; everything else is the shipped bundle.",
+        f"Policy: rules/policy.yaml with healthy_delay {HEALTHY_DELAY_S}s and a budget of at most "
+        f"{BUDGET_NODES} quarantined nodes (and 25% of the pool), so the storm meets the breaker.",
+        "The HBM precursor of scene 'HBM degradation' is compressed into half a minute (simulation "
+        "ASSUMPTION); the fleet's own random failures are off, only the scripted faults happen.",
+        f"Prediction: before Prometheus started, the same simulated fleet ran through its last "
+        f"{config.history_s / 3600:.0f} h, backfilled into Prometheus' TSDB every "
+        f"{config.history_step_s:.0f} s ({forecast.history_samples:,} samples); one GPU's HBM degrades in "
+        "it with the simulator's own precursor shape (ASSUMPTION), no row remapped yet. Sickbay starts "
+        f"rules-only and scores every {SCORING_INTERVAL_S:g} s (default 5 min) once the trained model is "
+        "promoted, the scene's first step.",
+        "Release scenes: 'delivered' is the resolved notification, 'decision' the node entering "
+        "`verifying` once the remediator reported done; the rest of their time is the healthy delay.",
+    )
+
+
 async def run_demo(*, nodes: int, seed: int, out: Path, keep: bool, console: Console) -> int:
     started_wall = datetime.now(UTC)
     started = time.perf_counter()
@@ -172,24 +206,36 @@ async def run_demo(*, nodes: int, seed: int, out: Path, keep: bool, console: Con
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     config = stack_config(nodes, seed)
+    try:
+        fleet, forecast = demo_fleet(config)
+    except ValueError as exc:
+        console.print(f"[red]sickbay demo:[/] {escape(str(exc))}")
+        return 2
     console.print(
-        f"[bold]Sickbay demo[/]: starting the simulated fleet ({nodes} nodes x 8 GPUs) and Kubernetes API, "
-        "Prometheus, Alertmanager and sickbay serve…"
+        f"[bold]Sickbay demo[/]: simulating the fleet's last {config.history_s / 3600:.0f} h "
+        f"({nodes} nodes x "
+        "8 GPUs) for Prometheus, then starting the fleet and Kubernetes API, Prometheus, Alertmanager and "
+        "sickbay serve…"
     )
-    async with Stack(workdir, config) as stack:
+    async with Stack(workdir, config, fleet=fleet) as stack:
         ready_s = time.perf_counter() - started
+        past = ", ".join(
+            f"{k} {stack.timings[k]:.1f}s" for k in ("history", "backfill") if k in stack.timings
+        )
         console.print(
-            f"stack ready in {ready_s:.1f}s. Inspect the cluster: [bold]{escape(stack.kubectl_hint())}[/]"
+            f"stack ready in {ready_s:.1f}s ({past}). "
+            f"Inspect the cluster: [bold]{escape(stack.kubectl_hint())}[/]"
         )
         recorder = Recorder(stack, datetime.now(UTC))
         try:
-            scenario = Scenario(stack, recorder, budget_nodes=BUDGET_NODES)
+            scenario = Scenario(stack, recorder, budget_nodes=BUDGET_NODES, forecast=forecast)
         except CastingError as exc:
             console.print(f"[red]sickbay demo:[/] {escape(str(exc))}")
             return 2
         header = (
             f"{nodes} nodes x 8 GPUs · scrape + rule evaluation every 1s · group_wait 0s (hardware) · "
-            f"healthy delay {HEALTHY_DELAY_S}s · budget {BUDGET_NODES} quarantined nodes\n"
+            f"healthy delay {HEALTHY_DELAY_S}s · budget {BUDGET_NODES} quarantined nodes · risk scoring "
+            f"every {SCORING_INTERVAL_S:g}s over {config.history_s / 3600:.0f} h of backfilled history\n"
             f"kubectl: {stack.kubectl_hint()}"
         )
         display = Display(console, recorder, header)
@@ -205,17 +251,7 @@ async def run_demo(*, nodes: int, seed: int, out: Path, keep: bool, console: Con
         scenario_s = time.perf_counter() - scenario_started
         if not console.is_terminal:  # in a terminal, the live view's last frame already shows it
             console.print(scene_table(recorder.scenes, title=SUMMARY_TITLE))
-        notes = (
-            "Prometheus runs on a generated copy of rules/prometheus/sickbay-rules.yaml with shorter `for:` on "
-            + ", ".join(f"{k} ({v})" for k, v in sorted(config.short_for.items()))
-            + "; everything else is the shipped bundle.",
-            f"Policy: rules/policy.yaml with healthy_delay {HEALTHY_DELAY_S}s and a budget of at most "
-            f"{BUDGET_NODES} quarantined nodes (and 25% of the pool), so the storm meets the breaker.",
-            "The HBM precursor is compressed into half a minute (simulation ASSUMPTION); the fleet's own "
-            "random failures are off, only the scripted faults happen.",
-            "Release scenes: 'delivered' is the resolved notification, 'decision' the node entering "
-            "`verifying` once the remediator reported done; the rest of their time is the healthy delay.",
-        )
+        notes = run_notes(config, forecast)
         breaker = await stack.sickbay_get("/api/v1/breaker")
         if breaker.get("open"):
             console.print(f"[yellow]breaker open[/]: {escape(str(breaker.get('reason')))}")
@@ -230,7 +266,9 @@ async def run_demo(*, nodes: int, seed: int, out: Path, keep: bool, console: Con
             workdir=workdir,
             notes=notes,
         )
-        path = report.write_report(out / "report.html", info, recorder.scenes, recorder.events)
+        path = report.write_report(
+            out / "report.html", info, recorder.scenes, recorder.events, forecast=forecast
+        )
         console.print(f"report: [bold]{path}[/]")
         failed = [s for s in recorder.scenes if s.status not in ("done", "blocked")]
         if keep:

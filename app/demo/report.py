@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from app.demo import prediction
+from app.demo.prediction import Forecast
 from app.demo.timeline import Event, Scene
 
 MILESTONES = (
@@ -155,7 +157,9 @@ STAGES = (
 def breakdown_svg(scenes: Sequence[Scene], *, width: int = 1100) -> str:
     """Where the time goes, per scene: stacked stages from the metric change to the effect."""
     lanes = [
-        s for s in scenes if s.signal is not None and s.effect is not None and s.effect_kind != "released"
+        s
+        for s in scenes
+        if s.signal is not None and s.effect is not None and s.effect_kind not in ("released", "at-risk")
     ]
     if not lanes:
         return "<p>No scene completed.</p>"
@@ -250,7 +254,135 @@ th { background: #f3f4f6; } td.num { text-align: right; font-variant-numeric: ta
 """
 
 
-def render(info: RunInfo, scenes: Sequence[Scene], events: Sequence[Event]) -> str:
+# What the features that usually drive an HBM risk measure (`app.predict.features`), in a reader's words.
+FEATURE_TEXT = {
+    "sbe_rate_1h": "single-bit ECC errors per hour, over the last hour",
+    "sbe_rate_6h": "single-bit ECC errors per hour, over 6 h",
+    "sbe_rate_24h": "single-bit ECC errors per hour, over 24 h",
+    "sbe_accel_1h_6h": "acceleration: the 1 h single-bit rate against the 6 h rate (log ratio)",
+    "sbe_accel_6h_24h": "acceleration: the 6 h single-bit rate against the 24 h rate (log ratio)",
+    "dbe_increase_24h": "double-bit ECC errors in 24 h",
+    "correctable_remapped_rows": "rows remapped after correctable errors",
+    "correctable_remapped_rows_growth_24h": "rows remapped in 24 h",
+    "row_remap_pending": "a row remap waiting for the next GPU reset",
+    "mem_temp_vs_baseline_c": "memory temperature against the GPU's own baseline",
+    "gpu_temp_vs_peers_c": "GPU temperature against the other GPUs of the node",
+    "util_mean_1h": "mean utilisation over the last hour",
+    "hours_since_reset": "hours since the counters last reset (here: since the simulated past began)",
+}
+
+
+def _hours(seconds: float | None) -> str:
+    return "—" if seconds is None else prediction.hours(seconds)
+
+
+def _at(t: float | None) -> str:
+    return "—" if t is None else f"+{t:.2f}s"
+
+
+def prediction_section(f: Forecast | None) -> str:
+    """The prediction scenes told in full: the score, what drove it, the ladder's actions, the failure."""
+    if f is None:
+        return ""
+    risk, model = f.precursor, f.model
+    if f.score is None:
+        return (
+            "<h2>Prediction</h2><p>The model did not flag the degrading GPU "
+            f"({_e(risk.node)} GPU {risk.gpu}) within the scene's time: see the logs.</p>"
+        )
+    threshold = f"{model.act:.3f}" if model else "?"
+    headline = (
+        f"At {_at(f.scored_at)} Sickbay's risk model scored GPU {risk.gpu} of <b>{_e(risk.node)}</b> at "
+        f"<b>{f.score:.3f}</b> ({_e(f.level or 'act')}; the act threshold is {threshold}), "
+        f"<b>{_hours(f.due_at_score_s)} before</b> the double-bit error the simulation had scheduled for it, "
+        f"after {_hours(f.running_at_score_s)} of accelerating single-bit ECC errors on which no rule fires. "
+        "The proactive ladder took the node out of the pool for new work and asked its running workloads "
+        "to checkpoint; it drained nothing."
+    )
+    others = (
+        f"{f.others_max:.3f} (the highest of the other {f.gpus_scored - 1} GPUs)"
+        if f.others_max is not None
+        else "—"
+    )
+    drivers = "".join(
+        f"<tr><td><code>{_e(name)}</code></td><td>{_e(FEATURE_TEXT.get(name.split(':')[-1], ''))}</td>"
+        f'<td class="num">+{weight:.2f}</td></tr>'
+        for name, weight in f.drivers
+    )
+    events = "".join(
+        f"<tr><td>{_e(kind)}</td><td>{_e(name)}</td><td>{_e(kind_)}</td></tr>"
+        for kind, name, kind_ in f.events
+    )
+    facts = [
+        (
+            "simulated past",
+            f"{_hours(f.history_s)} of the same fleet, backfilled into Prometheus "
+            f"({f.history_samples:,} samples, one per GPU per metric every "
+            f"{model.step_s if model else prediction.STEP_S:.0f} s); "
+            "then live scrapes every second",
+        ),
+        (
+            "the GPU",
+            f"{risk.node} GPU {risk.gpu} ({risk.uuid}); HBM precursor: single-bit errors from "
+            f"{risk.start_per_h:g}/h toward {risk.end_per_h:.0f}/h at the failure; no row remapped, "
+            "so no alert",
+        ),
+        (
+            "model",
+            (
+                f"{model.version}: act ≥ {model.act:.3f}, warn ≥ {model.warn:.3f}, held for "
+                f"{_hours(model.sustain_s)}, horizon {_hours(model.horizon_s)}; holdout precision "
+                f"{model.precision or 0:.2f}, recall {model.recall or 0:.2f}, median lead "
+                f"{model.lead_median_h or 0:.1f} h"
+            )
+            if model
+            else "—",
+        ),
+        (
+            "promoted → scored",
+            f"model promoted at {_at(f.promoted_at)}; the next scoring cycle began at "
+            f"{_at(f.scored_at)}, read "
+            f"the whole look-back from Prometheus and scored every GPU; Sickbay took the risk up at "
+            f"{_at(f.decided_at)}",
+        ),
+        ("rest of the fleet", others),
+        ("taint", f"{_at(f.taint_at)}: {f.taint or '—'}"),
+        (
+            "drained",
+            f"{f.evictions} evictions; GPU pods still running on the node before its failure: "
+            + (", ".join(f.pods_kept) or "none"),
+        ),
+        (
+            "the failure",
+            f"brought forward {_hours(f.brought_forward_s)}: XID 48 at {_at(f.failed_at)}, "
+            f"quarantined (reset-gpu) at {_at(f.quarantined_at)}",
+        ),
+        (
+            "closed to new work",
+            f"for {f.closed_s:.1f} s of this run when the GPU failed; in the fleet's own time, from "
+            f"{_hours(f.due_at_score_s)} before the failure (which the demo brought forward)"
+            if f.closed_s is not None
+            else "—",
+        ),
+    ]
+    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
+    return f"""<h2>Prediction: a failure seen hours ahead</h2>
+<p>{headline}</p>
+<table class="scene-detail">{rows}</table>
+<h3>What drove the score</h3>
+<p class="muted">Lift: how much the model's log-odds fall when that one feature is set to its training
+median (median occlusion, exact for the model). Sickbay's reason: {_e(f.reason)}</p>
+<table><tr><th>feature</th><th>what it measures</th><th>lift (log-odds)</th></tr>{drivers}</table>
+<h3>Checkpoint requests (Events <code>SickbayCheckpointRequested</code>)</h3>
+<p class="muted">Written at {_at(f.checkpoints_at)}, right after the taint, on each running GPU pod of the
+node and on each pod's owner (as the cluster lists them); each carries the reason above.</p>
+<table><tr><th>on</th><th>object</th><th>type</th></tr>{events}</table>
+"""
+
+
+def render(
+    info: RunInfo, scenes: Sequence[Scene], events: Sequence[Event], *, forecast: Forecast | None = None
+) -> str:
     summary = "".join(
         "<tr>"
         + "".join(
@@ -285,11 +417,13 @@ Latencies are measured from the moment the simulator changed the metric.</p>
 <ul>{notes}</ul>
 <h2>Summary</h2>
 <table><tr>{head}</tr>{summary}</table>
+{prediction_section(forecast)}
 <h2>Timeline</h2>
 {timeline_svg(scenes)}
 <h2>Where the time goes</h2>
 <p class="muted">From the metric change to the effect in the cluster, per stage (hover for milliseconds).
-Release scenes are left out: their time is the healthy delay, by design.</p>
+Release scenes are left out: their time is the healthy delay, by design; so is the prediction, whose time
+is the scoring cycle's (above).</p>
 {breakdown_svg(scenes)}
 <h2>Scenes in detail</h2>
 <table class="scene-detail"><tr><th>scene</th><th>expected</th><th>signal</th><th>alert</th><th>decision</th>
@@ -301,7 +435,14 @@ Release scenes are left out: their time is the healthy delay, by design.</p>
 """
 
 
-def write_report(path: Path, info: RunInfo, scenes: Sequence[Scene], events: Sequence[Event]) -> Path:
+def write_report(
+    path: Path,
+    info: RunInfo,
+    scenes: Sequence[Scene],
+    events: Sequence[Event],
+    *,
+    forecast: Forecast | None = None,
+) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(info, scenes, events), encoding="utf-8")
+    path.write_text(render(info, scenes, events, forecast=forecast), encoding="utf-8")
     return path

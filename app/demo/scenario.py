@@ -1,5 +1,11 @@
 """The scripted faults of the demo, played against a running `Stack`, recorded by a `Recorder`.
 
+0. Prediction (with a `Forecast`: the fleet has a simulated past, `app.demo.prediction`): a GPU's HBM has
+   been degrading for hours, single-bit errors accelerating, no rule firing. The trained model is promoted
+   into the running Sickbay; its next scoring cycle flags the GPU hours before it fails, and the proactive
+   ladder acts: `sickbay.io/at-risk=act:NoSchedule`, a checkpoint request (Event) on each running GPU pod
+   and its owner, nothing drained. Later (before the storm) the predicted failure is brought forward: a
+   double-bit error, XID 48, on a node that had already taken no new work since it was flagged.
 1. A fatal XID 79 (the GPU fell off the bus) on a node running a rank of a training gang: quarantine
    (`reboot-node`), drain, and the gang's other ranks restarted so they do not hang on a collective.
 2. HBM degradation: single-bit ECC errors accelerate and rows get remapped (XID 63, recorded as a feature)
@@ -18,13 +24,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
+from app.demo import prediction
 from app.demo.stack import Stack
-from app.demo.timeline import Recorder, Scene
+from app.demo.timeline import AT_RISK, Recorder, Scene, parse_time
 
 HBM_LEAD_S = 30.0
+# From the model's promotion to the at-risk taint: the next scoring cycle, then its first read of the
+# whole look-back (a few seconds on two cores), then the ladder.
+PREDICTION_WITHIN_S = 60.0
+CHECKPOINT_REASON = "SickbayCheckpointRequested"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,18 +52,28 @@ class Cast:
     app_pod: tuple[str, str]
     driver_node: str
     storm: tuple[tuple[str, int], ...]
+    risk_node: str | None = None  # the GPU the model will flag (planted in the fleet's past)
+    risk_gpu: int | None = None
 
 
 class CastingError(RuntimeError):
     """The fleet's workloads do not offer what the scenario needs (another seed or size will)."""
 
 
-def cast(stack: Stack, *, storm: int = 4) -> Cast:
+def cast(stack: Stack, *, storm: int = 4, avoid: Collection[str] = ()) -> Cast:
+    """Parts for every scene, from the fleet's own workloads; nodes in `avoid` play none (nor do gangs
+    with a rank on them)."""
     sim = stack.fleet
-    if len(sim.nodes) < 6 + storm:
-        raise CastingError(f"the demo needs at least {6 + storm} nodes")
+    if len(sim.nodes) < 6 + storm + len(avoid):
+        raise CastingError(f"the demo needs at least {6 + storm + len(avoid)} nodes")
     jobs = sorted(sim.scheduler.running.values(), key=lambda j: j.name)
-    gangs = [j for j in jobs if j.gang and len(j.placements) >= 2]
+    gangs = [
+        j
+        for j in jobs
+        if j.gang
+        and len(j.placements) >= 2
+        and not any(sim.nodes[p.node].name in avoid for p in j.placements)
+    ]
     if not gangs:
         raise CastingError("the fleet placed no gang; try another --seed")
     # The largest gang that spans at most half the fleet: big enough to show, small enough to leave room.
@@ -66,13 +87,13 @@ def cast(stack: Stack, *, storm: int = 4) -> Cast:
         for j in jobs
         if not j.gang
         for p in j.placements
-        if sim.nodes[p.node].name != gang_node
+        if sim.nodes[p.node].name != gang_node and sim.nodes[p.node].name not in avoid
     ]
     if not singles:  # every GPU went to gangs: a single-GPU job lands on a free GPU (or takes one)
         free = [
             (n.name, g.identity.index)
             for n in sim.nodes
-            if n.name != gang_node
+            if n.name != gang_node and n.name not in avoid
             for g in n.gpus
             if g.pod is None and g.present
         ]
@@ -84,7 +105,7 @@ def cast(stack: Stack, *, storm: int = 4) -> Cast:
     # A training pod if there is one, off the gang's nodes if possible.
     singles.sort(key=lambda s: (s[0] in gang_nodes, s[3] != "training"))
     app_node, app_gpu, app_pod, _ = singles[0]
-    used = {gang_node, app_node}
+    used = {gang_node, app_node, *avoid}
     others = [n for n in sim.nodes if n.name not in used]
     others.sort(key=lambda n: (n.name in gang_nodes, not any(g.pod for g in n.gpus)))
 
@@ -117,14 +138,55 @@ STORM_FAULTS: tuple[tuple[str, str, dict[str, object]], ...] = (
 
 
 class Scenario:
-    def __init__(self, stack: Stack, recorder: Recorder, *, budget_nodes: int) -> None:
+    def __init__(
+        self,
+        stack: Stack,
+        recorder: Recorder,
+        *,
+        budget_nodes: int,
+        forecast: prediction.Forecast | None = None,
+    ) -> None:
         self.stack = stack
         self.rec = recorder
-        self.cast = cast(stack)
+        self.forecast = forecast
+        risk = forecast.precursor if forecast is not None else None
+        if forecast is not None and stack.backfill is not None:
+            forecast.history_samples = stack.backfill.samples
+        self.cast = cast(stack, avoid=(risk.node,) if risk is not None else ())
         self.budget_nodes = budget_nodes
         self._background: list[asyncio.Task[None]] = []
         c = self.cast
         add = recorder.add
+        self.predicted: Scene | None = None
+        self.predicted_failure: Scene | None = None
+        if risk is not None:
+            sim = stack.fleet
+            self.predicted = add(
+                Scene(
+                    key="predicted",
+                    title=f"Risk model flags GPU {risk.gpu}: HBM degrading for "
+                    f"{prediction.hours(risk.running_s(sim.time_s))}, "
+                    f"failure due in {prediction.hours(risk.due_in_s(sim.time_s))}",
+                    label="Model: HBM risk → at-risk",
+                    node=risk.node,
+                    gpu=risk.gpu,
+                    expect="taint sickbay.io/at-risk=act:NoSchedule; checkpoint Events on its GPU pods and "
+                    "their owners; nothing drained",
+                    effect_kind="at-risk",
+                    classes=frozenset({AT_RISK}),
+                    slack_s=10.0,
+                )
+            )
+            self.predicted_failure = add(
+                Scene(
+                    key="predicted-failure",
+                    title="The predicted failure, brought forward: double-bit ECC error, XID 48",
+                    label="Predicted DBE → quarantine",
+                    node=risk.node,
+                    gpu=risk.gpu,
+                    expect="quarantine (reset-gpu) of a node that already took no new work",
+                )
+            )
         self.xid79 = add(
             Scene(
                 key="xid79",
@@ -235,6 +297,9 @@ class Scenario:
     async def _run(self) -> None:
         c, rec, stack = self.cast, self.rec, self.stack
 
+        # 0: the model flags a GPU hours before it fails; the proactive ladder acts
+        await self.predict()
+
         # 1 and 2 (its precursor runs in the background while the rest plays)
         await self._inject(
             self.xid79, f"XID 79 on GPU {c.gang_gpu}", c.gang_node, c.gang_gpu, "sudden-xid", xid=79
@@ -295,6 +360,9 @@ class Scenario:
         # 2 finishes: the double-bit error
         await rec.wait([self.hbm], within_s=HBM_LEAD_S + 20)
 
+        # 0 finishes: the failure the model predicted
+        await self.fail_predicted()
+
         # 7: a storm
         for scene, (_node, gpu), (what, _, _) in zip(self.storm, c.storm, STORM_FAULTS, strict=False):
             rec.begin(scene, f"{what} on GPU {gpu}")
@@ -305,6 +373,106 @@ class Scenario:
             )
         )
         await rec.wait(self.storm, within_s=20)
+
+    # -- prediction --------------------------------------------------------------------------------------
+
+    async def predict(self) -> None:
+        """Scene 0: promote the model, wait for the at-risk taint, read what Sickbay decided and did."""
+        scene, forecast = self.predicted, self.forecast
+        if scene is None or forecast is None:
+            return
+        risk, sim, rec = forecast.precursor, self.stack.fleet, self.rec
+        gpu = sim.node(risk.node).gpus[risk.gpu]
+        rec.begin(
+            scene,
+            f"trained model promoted into Sickbay; GPU {risk.gpu} has logged {gpu.sbe_vol} single-bit ECC "
+            f"errors in {prediction.hours(risk.running_s(sim.time_s))}, accelerating, none remapped, "
+            "no alert",
+        )
+        forecast.model = self.stack.promote_model()
+        forecast.promoted_at = scene.signal
+        await rec.wait([scene], within_s=PREDICTION_WITHIN_S)
+        await rec.settle()  # the plan's outcomes (the checkpoint requests) land right after the taint
+        await self._read_forecast(scene, forecast)
+
+    async def _read_forecast(self, scene: Scene, forecast: prediction.Forecast) -> None:
+        """What Sickbay decided and did, from its journal, its metrics and the cluster."""
+        risk, stack, rec = forecast.precursor, self.stack, self.rec
+        journal = await stack.actions()
+        item = next((i for i in journal.get("items", []) if i.get("id") == scene.fault_id), None)
+        taint = next(
+            (
+                a
+                for a in ((item or {}).get("plan") or {}).get("actions", [])
+                if a.get("kind") == "taint-at-risk"
+            ),
+            None,
+        )
+        if taint is not None:
+            forecast.reason = str(taint.get("reason", ""))
+            forecast.score, forecast.drivers = prediction.parse_reason(forecast.reason)
+            params = taint.get("params") or {}
+            forecast.level = str(params.get("level", "")) if isinstance(params, dict) else ""
+        outcomes = [o for o in journal.get("outcomes", []) if o.get("fault_id") == scene.fault_id]
+        forecast.evictions = sum(1 for o in outcomes if o.get("kind") in ("evict-pod", "drain"))
+        forecast.scored_at, forecast.decided_at = scene.alert, scene.decision
+        forecast.taint_at, forecast.taint = scene.effect, scene.effect_text
+        if scene.alert is not None:  # the fleet runs on the wall clock since its past: sim time then
+            then = stack.fleet.time_s - (rec.now() - scene.alert)
+            forecast.running_at_score_s = risk.running_s(then)
+            forecast.due_at_score_s = risk.due_in_s(then)
+        scores = prediction.parse_gpu_risks(await stack.sickbay_metrics())
+        forecast.gpus_scored = len(scores)
+        others = [v for key, v in scores.items() if key != (risk.node, risk.gpu)]
+        forecast.others_max = max(others, default=None)
+        asked = [parse_time(o.get("at")) for o in outcomes if o.get("kind") == "request-checkpoint"]
+        times = [rec.rel(t) for t in asked if t is not None]
+        forecast.checkpoints_at = min(times, default=None)
+        for event in stack.events(reason=CHECKPOINT_REASON):  # the Events as the cluster has them
+            involved = event.get("involvedObject") or {}
+            forecast.events.append(
+                (
+                    str(involved.get("kind")),
+                    f"{involved.get('namespace')}/{involved.get('name')}",
+                    str(event.get("type", "")),
+                )
+            )
+        pods = sum(1 for e in forecast.events if e[0] == "Pod")
+        rec.note(
+            risk.node,
+            f"{CHECKPOINT_REASON} Events on {pods} pod(s) and {len(forecast.events) - pods} owner(s); "
+            f"{forecast.evictions} evictions (prediction.drain is off)",
+        )
+
+    async def fail_predicted(self) -> None:
+        """Scene 0, later: the predicted failure happens now; wait for the quarantine."""
+        scene, forecast = self.predicted_failure, self.forecast
+        if scene is None or forecast is None:
+            return
+        risk, stack = forecast.precursor, self.stack
+        pods = await stack.cluster.list_pods(node=risk.node)
+        forecast.pods_kept = tuple(
+            f"{p.namespace}/{p.name}" for p in pods if p.gpu_request > 0 and p.phase == "Running"
+        )
+        due = risk.due_in_s(stack.fleet.time_s)
+        self.rec.begin(
+            scene,
+            f"double-bit ECC error, XID {prediction.HBM_XID} on GPU {risk.gpu}: the failure the model "
+            f"predicted, brought forward {prediction.hours(due)}",
+        )
+        stack.fleet.fail_early(risk.node, risk.gpu)
+        forecast.failed_at, forecast.brought_forward_s = scene.signal, due
+        await self.rec.wait([scene], within_s=20)
+        await self.rec.settle()  # the journal's item for it, if the cluster showed the effect first
+        forecast.quarantined_at = scene.effect
+        closed = forecast.closed_s
+        if closed is not None:
+            self.rec.note(
+                risk.node,
+                f"when GPU {risk.gpu} failed, the node had taken no new work for {closed:.0f}s (since the "
+                f"model flagged it, {prediction.hours(forecast.due_at_score_s or 0.0)} before the failure "
+                "was due)",
+            )
 
     async def _handed_off(self, node: str) -> bool:
         view = self.rec.nodes.get(node)

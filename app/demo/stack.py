@@ -14,8 +14,14 @@
 
 Rules with a long `for:` cannot be exercised in seconds, so the stack runs Prometheus on a COPY of the
 bundle whose listed alerts get shorter `for:` durations (`StackConfig.short_for`); the shipped file is
-never changed. Every child process is started with free loopback ports and its own log file, and
-`Stack` always stops everything it started, in reverse order, whatever happened.
+never changed.
+
+For risk prediction (`StackConfig.history_s`, `prediction_interval_s`; `app.demo.prediction`), the fleet
+first runs through a simulated past that is backfilled into the TSDB Prometheus starts on, and `sickbay
+serve` scores risk from that Prometheus, starting rules-only until `promote_model` installs a model.
+
+Every child process is started with free loopback ports and its own log file, and `Stack` always stops
+everything it started, in reverse order, whatever happened.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -38,6 +45,7 @@ import aiohttp
 import yaml
 
 from app.decide import footprint
+from app.demo import prediction
 from app.demo.configs import (
     DEFAULT_SHORT_FOR,
     POOL_LABEL,
@@ -55,10 +63,12 @@ from app.domain import NodePatch
 from app.kube import client as kube_client
 from app.kube import errors as kube_errors
 from app.kube.port import KubePort
-from app.sim.fleet import FleetSim, SimConfig
+from app.sim.fleet import FleetSim, SimConfig, backfill, datasets
+from app.sim.fleet.fleet import DEFAULT_START
 from app.sim.fleet.server import FleetServer, ServerSettings
 from app.sim.fleet.workloads import PodRef
 from app.sim.kubeapi import KubeApiServer
+from app.sim.kubeapi.resources import EVENTS
 
 __all__ = [
     "DEFAULT_SHORT_FOR",
@@ -105,6 +115,14 @@ class StackConfig:
     identity: str = "sickbay-e2e"
     start_timeout_s: float = 60.0
     sickbay_env: Mapping[str, str] = field(default_factory=dict)
+    # Simulated DCGM history backfilled into Prometheus before it starts (seconds; 0: none), one sample
+    # every `history_step_s`; the fleet must then begin that long before now (`prediction.history_start`).
+    history_s: float = 0.0
+    history_step_s: float = prediction.STEP_S
+    # Sickbay scores risk from this stack's Prometheus every so many seconds (None: it loads the shipped
+    # model but scores nothing, as without a Prometheus URL); it starts with no model (`promote_model`).
+    prediction_interval_s: float | None = None
+    pod_owners: bool = False  # workload pods get owners (a Job per pod; a JobSet and a Job per rank)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,20 +140,35 @@ class Injection:
 class Stack:
     """`async with Stack(workdir, StackConfig(...)) as stack:` — everything up and ready, then stopped."""
 
-    def __init__(self, workdir: Path, config: StackConfig | None = None) -> None:
+    def __init__(
+        self, workdir: Path, config: StackConfig | None = None, *, fleet: FleetSim | None = None
+    ) -> None:
+        """`fleet`: the simulated fleet to serve (the config's nodes, seed and fleet then do not apply),
+        for a caller that prepares its past (`prediction.plant_precursor`) before the stack starts."""
         self.config = config or StackConfig()
         self.workdir = workdir
         self.logs = workdir / "logs"
-        self.fleet = FleetSim(
-            nodes=self.config.nodes, seed=self.config.seed, config=self.config.fleet or quiet_fleet_config()
-        )
+        if fleet is None:
+            cfg = self.config
+            start = (
+                prediction.history_start(span_s=cfg.history_s, step_s=cfg.history_step_s)
+                if cfg.history_s > 0
+                else DEFAULT_START
+            )
+            fleet = FleetSim(
+                nodes=cfg.nodes, seed=cfg.seed, config=cfg.fleet or quiet_fleet_config(), start=start
+            )
+        self.fleet = fleet
         self.fleet_server = FleetServer(
             self.fleet, settings=ServerSettings(time_mode="realtime", tick_s=self.config.tick_s)
         )
-        self.kube = KubeApiServer(
-            seed=cluster_seed(self.fleet, pool=self.config.pool),
-            pod_termination_s=self.config.pod_termination_s,
-        )
+        # Seeded once the fleet's past has run (`start`): the cluster mirrors the fleet as it is now.
+        self.kube = KubeApiServer(pod_termination_s=self.config.pod_termination_s)
+        self.history: datasets.DatasetReport | None = None
+        self.backfill: backfill.BackfillStats | None = None
+        self.models_dir = workdir / "models"
+        self._prometheus_port: int | None = None
+        self._backfilling: asyncio.Task[backfill.BackfillStats] | None = None
         self.probe = ProbeReceiver() if self.config.probe else None
         self.sickbay = Child("sickbay", self.logs / "sickbay.log")
         self.alertmanager = Child("alertmanager", self.logs / "alertmanager.log")
@@ -195,16 +228,27 @@ class Stack:
             self.timings[name] = now - mark
             mark = now
 
+        if self.config.history_s > 0:
+            await self._run_history()
+            lap("history")
+        self._seed_cluster()
         await self.fleet_server.start()
         await self.kube.start()
         self.kube.write_kubeconfig(self.kubeconfig)
         if self.probe is not None:
             await self.probe.start()
         lap("in-process")
-        # Sickbay imports for seconds and Prometheus discovers its targets only after ~5 s: overlap them.
+        # Sickbay imports for seconds and Prometheus discovers its targets only after ~5 s: overlap them
+        # (and the backfill). Sickbay's scoring job is told where Prometheus will listen.
+        if self.config.prediction_interval_s is not None:
+            self._prometheus_port = free_port()
         self._spawn_sickbay()
         await self._start_alertmanager()
         lap("alertmanager")
+        if self._backfilling is not None:
+            self.backfill = await self._backfilling
+            self._backfilling = None
+            lap("backfill")
         await self._start_prometheus()
         lap("prometheus")
         await self._wait_sickbay()
@@ -220,6 +264,10 @@ class Stack:
 
     async def stop(self) -> None:
         """Stop everything started, in reverse order; safe to call more than once and after a failed start."""
+        if self._backfilling is not None:  # promtool runs in a thread: let it finish, whatever happens
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.shield(self._backfilling)
+            self._backfilling = None
         children = (self.prometheus, self.alertmanager, self.sickbay)
         for child in children:  # all at once: their shutdowns overlap
             child.terminate()
@@ -243,6 +291,31 @@ class Stack:
                 logger.setLevel(level)
             self._log_handler.close()
             self._log_handler = None
+
+    async def _run_history(self) -> None:
+        """Run the fleet through its past (nothing else touches it yet), catch it up with the wall clock,
+        and backfill that past into Prometheus' TSDB in the background while the other parts start."""
+        cfg = self.config
+        directory = self.workdir / "history"
+        self.history = await asyncio.to_thread(
+            prediction.write_history,
+            self.fleet,
+            directory,
+            span_s=cfg.history_s,
+            step_s=cfg.history_step_s,
+        )
+        self.fleet.step(max(0.0, time.time() - self.fleet.time_s))
+        tsdb = self.workdir / "prometheus" / "data"
+        self._backfilling = asyncio.create_task(
+            asyncio.to_thread(prediction.backfill_history, directory, tsdb), name="stack-backfill"
+        )
+
+    def _seed_cluster(self) -> None:
+        """The simulated cluster, mirroring the fleet (owners first: a pod's seed entry names its owner)."""
+        document = cluster_seed(self.fleet, pool=self.config.pool, owners=self.config.pod_owners)
+        pods = document.pop("pods")
+        self.kube.load(document)
+        self.kube.load({"pods": pods})
 
     def _capture_in_process_logs(self) -> None:
         handler = logging.FileHandler(self.logs / "in-process.log")
@@ -281,10 +354,16 @@ class Stack:
         raise StackError(f"{child.name} not ready after {within_s:.0f}s:\n{child.tail()}")
 
     async def _start_child(
-        self, child: Child, argv_for_port: Any, ready_path: str, *, env: Mapping[str, str] | None = None
+        self,
+        child: Child,
+        argv_for_port: Any,
+        ready_path: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        port: int | None = None,
     ) -> str:
-        for _attempt in range(3):  # a port picked free can be taken before the child binds it: retry
-            port = free_port()
+        for attempt in range(3):  # a port picked free can be taken before the child binds it: retry
+            port = port if attempt == 0 and port is not None else free_port()
             child.start(argv_for_port(port), env=env, cwd=REPO)
             url = f"http://127.0.0.1:{port}"
             if await self._wait_http(child, url + ready_path, within_s=self.config.start_timeout_s):
@@ -294,8 +373,9 @@ class Stack:
                 break
         raise StackError(f"{child.name} exited during start:\n{child.tail()}")
 
-    def _spawn_sickbay(self) -> None:
-        """Start `sickbay serve` on a free port without waiting for it (it takes seconds to import)."""
+    def _spawn_sickbay(self, port: int | None = None) -> None:
+        """Start `sickbay serve` on a free port (or `port`) without waiting for it (it takes seconds to
+        import)."""
         cfg = self.config
         write_policy(self.policy_file, healthy_delay=cfg.healthy_delay, budgets=cfg.budgets, more=cfg.policy)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SICKBAY_")}
@@ -305,9 +385,10 @@ class Stack:
             "SICKBAY_RECONCILE_INTERVAL_S": str(cfg.reconcile_interval_s),
             "SICKBAY_IDENTITY": cfg.identity,
             "PYTHONUNBUFFERED": "1",
+            **self._prediction_env(),
             **cfg.sickbay_env,
         }
-        port = free_port()
+        port = port or free_port()
         argv = [
             *sickbay_command(),
             "serve",
@@ -322,6 +403,20 @@ class Stack:
         ]
         self.sickbay.start(argv, env=env, cwd=REPO)
         self.sickbay_url = f"http://127.0.0.1:{port}"
+
+    def _prediction_env(self) -> dict[str, str]:
+        """Risk scoring from this stack's Prometheus, starting with an empty models directory."""
+        interval = self.config.prediction_interval_s
+        if interval is None or self._prometheus_port is None:
+            return {}
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        return {
+            "SICKBAY_PREDICTION__ENABLED": "true",
+            "SICKBAY_PREDICTION__PROMETHEUS_URL": f"http://127.0.0.1:{self._prometheus_port}",
+            "SICKBAY_PREDICTION__INTERVAL_S": str(interval),
+            "SICKBAY_PREDICTION__MODELS_DIR": str(self.models_dir),
+            "SICKBAY_PREDICTION__RETRAIN_ENABLED": "false",
+        }
 
     async def _wait_sickbay(self) -> None:
         """Until Sickbay is ready; if its port was taken meanwhile, restart it on another one and point
@@ -396,11 +491,18 @@ class Stack:
                 f"--config.file={path}",
                 f"--storage.tsdb.path={directory / 'data'}",
                 f"--web.listen-address=127.0.0.1:{port}",
-                "--storage.tsdb.retention.time=1d",
+                f"--storage.tsdb.retention.time={retention_d}d",
                 "--log.level=info",
             ]
 
-        self.prometheus_url = await self._start_child(self.prometheus, argv, "/-/ready")
+        retention_d = 1 + math.ceil(cfg.history_s / 86400.0)  # the backfilled past must outlive retention
+        wanted = self._prometheus_port
+        self.prometheus_url = await self._start_child(self.prometheus, argv, "/-/ready", port=wanted)
+        if wanted is not None and not self.prometheus_url.endswith(f":{wanted}"):
+            # Its port was taken meanwhile: Sickbay's scoring job must be told the new one (same listener).
+            self._prometheus_port = int(self.prometheus_url.rsplit(":", 1)[1])
+            self.sickbay.stop()
+            self._spawn_sickbay(port=int(self.sickbay_url.rsplit(":", 1)[1]))
 
     async def _connect_client(self) -> None:
         self._kube_port = await kube_client.connect(kubeconfig=str(self.kubeconfig), qps=1000.0, burst=1000)
@@ -472,6 +574,11 @@ class Stack:
             data: dict[str, Any] = await response.json()
             return data
 
+    async def sickbay_metrics(self) -> str:
+        """Sickbay's `/metrics` text (empty on any error)."""
+        status, body = await http_get(self.session, f"{self.sickbay_url}/metrics", headers=self.headers)
+        return body.decode(errors="replace") if status == 200 else ""
+
     async def sickbay_get(self, path: str) -> Any:
         async with self.session.get(f"{self.sickbay_url}{path}", headers=self.headers) as response:
             return await response.json()
@@ -516,6 +623,15 @@ class Stack:
         state.util = 90.0
         self.kube.load({"pods": [workload_pod(ref, node=node, gpus=1, job=job or name, gang=False)]})
         return ref
+
+    def promote_model(self, source: Path = REPO / "models") -> prediction.ModelInfo:
+        """Install the trained model in Sickbay's models directory; its next scoring cycle loads it."""
+        return prediction.promote_model(source, self.models_dir)
+
+    def events(self, *, reason: str) -> list[dict[str, Any]]:
+        """Events with this reason in the simulated cluster, oldest first (read in process)."""
+        found = [e for e in self.kube.store.items(EVENTS) if e.get("reason") == reason]
+        return sorted(found, key=lambda e: str(e.get("firstTimestamp") or e.get("eventTime") or ""))
 
     def exporter_instance_up(self, node: str) -> bool:
         return self.fleet.node(node).exporter_up(self.fleet.time_s)

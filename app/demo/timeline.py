@@ -3,14 +3,16 @@
 Times are seconds since the scenario started (wall clock, UTC, shared by every part on this machine):
 
 - signal: the simulator changed the metric (the injection, or the failure at the end of a precursor);
-- alert: the alert's `startsAt` as Prometheus set it (the rule evaluation that found it);
+  for a prediction, the model was promoted (the metrics had been changing for hours);
+- alert: the alert's `startsAt` as Prometheus set it (the rule evaluation that found it); for a
+  prediction, the scoring cycle that found the risk;
 - delivered: Alertmanager's notification reached the stack's probe receiver, routed exactly like
   Sickbay's (for a release: the resolved notification);
 - decision: when Sickbay took the alert up (`decided_at` of its plan in `GET /api/v1/actions`), after
   receiving, storing and classifying it (for a release: the node entering `verifying`);
 - action: the first outcome Sickbay journaled for that plan (quarantine applied, pod restarted, ...);
 - effect: what the Kubernetes API shows, polled through the official client (node unschedulable or
-  tainted, pod gone, node released).
+  tainted, pod gone, node released, node at risk).
 
 `Recorder` polls Sickbay's journal and the cluster in the background and fills both the chronological
 event log and each scene's milestones.
@@ -32,6 +34,9 @@ from app.demo.stack import Stack
 log = logging.getLogger(__name__)
 
 HARDWARE = frozenset({"reset-gpu", "reboot-node", "replace"})
+AT_RISK = "at-risk"
+# Outcomes that are a scene's "action": the first write of its plan.
+ACTION_KINDS = frozenset({"quarantine", "restart-pod", "taint-at-risk"})
 
 
 def effective_class(item: dict[str, Any]) -> str:
@@ -76,10 +81,13 @@ class Scene:
     gpu: int | None = None
     expect: str = ""
     # The effect to wait for: "unschedulable", "tainted" (NoSchedule without a cordon), "pod-gone",
-    # "released".
+    # "released", "at-risk" (the at-risk taint at act).
     effect_kind: str = "unschedulable"
     classes: frozenset[str] = HARDWARE  # the fault classes that count as "the decision" for this scene
     pod: tuple[str, str] | None = None  # for pod-gone
+    # How much earlier than the signal its alert may start (a scoring cycle can begin just before the
+    # model it loads was promoted).
+    slack_s: float = 0.5
     started: float | None = None
     signal: float | None = None
     signal_text: str = ""
@@ -106,6 +114,11 @@ class Scene:
     def done(self) -> bool:
         return self.status in ("done", "blocked", "timed out")
 
+    @property
+    def via_alertmanager(self) -> bool:
+        """A risk the scoring job found goes straight into Sickbay's inbox: no notification to match."""
+        return AT_RISK not in self.classes
+
 
 @dataclass(slots=True)
 class NodeView:
@@ -113,6 +126,7 @@ class NodeView:
     taint: str | None = None
     state: str | None = None
     remediation: str | None = None
+    at_risk: str | None = None  # the at-risk taint's value:effect
 
 
 @dataclass
@@ -189,11 +203,13 @@ class Recorder:
         t = self.now()
         for node in listed:
             taint = next((f"{x.value}:{x.effect}" for x in node.taints if x.key == footprint.UNHEALTHY), None)
+            risk = next((f"{x.value}:{x.effect}" for x in node.taints if x.key == footprint.AT_RISK), None)
             view = NodeView(
                 unschedulable=node.unschedulable,
                 taint=taint,
                 state=node.label(footprint.STATE),
                 remediation=node.annotation(footprint.REMEDIATION_REQUESTED),
+                at_risk=risk,
             )
             before = self.nodes.get(node.name, NodeView())
             self.nodes[node.name] = view
@@ -209,6 +225,12 @@ class Recorder:
             parts.append("cordoned" if now.unschedulable else "uncordoned")
         if now.taint != before.taint:
             parts.append(f"taint {footprint.UNHEALTHY}={now.taint}" if now.taint else "taint removed")
+        if now.at_risk != before.at_risk:
+            parts.append(
+                f"taint {footprint.AT_RISK}={now.at_risk}"
+                if now.at_risk
+                else f"taint {footprint.AT_RISK} removed"
+            )
         if now.state != before.state:
             parts.append(f"state {now.state}" if now.state else "state cleared")
         if now.remediation != before.remediation and now.remediation:
@@ -224,6 +246,11 @@ class Recorder:
                 scene.effect, scene.effect_text = t, f"taint {now.taint}, schedulable={not now.unschedulable}"
             elif scene.effect_kind == "released" and before.taint and not now.taint:
                 scene.effect, scene.effect_text = t, "released: uncordoned, marks removed"
+            elif scene.effect_kind == "at-risk" and now.at_risk and now.at_risk.startswith("act:"):
+                scene.effect = t
+                scene.effect_text = (
+                    f"taint {footprint.AT_RISK}={now.at_risk}, schedulable={not now.unschedulable}"
+                )
             if scene.effect_kind == "released" and now.state == "verifying" and scene.decision is None:
                 scene.decision, scene.decision_text = t, "remediation reported done: verifying"
 
@@ -273,7 +300,7 @@ class Recorder:
         for scene in self.scenes:
             status = "resolved" if scene.effect_kind == "released" else "firing"
             since = scene.signal if status == "resolved" else scene.alert
-            if scene.delivered is not None or since is None:
+            if scene.delivered is not None or since is None or not scene.via_alertmanager:
                 continue
             for delivery in list(probe.deliveries):
                 labels = delivery.labels
@@ -303,7 +330,9 @@ class Recorder:
                 self.emit(self.rel(decided_at), node, "alert", f"resolved{xid}{gpu} (rule {rule})")
             return
         cls = effective_class(item)
-        if alert_at is not None:
+        if alert_at is not None and cls == AT_RISK:
+            self.emit(self.rel(alert_at), node, "alert", f"scored at risk{gpu} by the model (scoring cycle)")
+        elif alert_at is not None:
             self.emit(
                 self.rel(alert_at), node, "alert", f"firing{xid}{gpu} ({item.get('source')}, rule {rule})"
             )
@@ -315,9 +344,10 @@ class Recorder:
                 continue
             if cls not in scene.classes or alert_at is None or decided_at is None:
                 continue
-            if self.rel(alert_at) < scene.signal - 0.5:
+            if self.rel(alert_at) < scene.signal - scene.slack_s:
                 continue  # an older fault on the same node
-            scene.alert, scene.alert_text = self.rel(alert_at), f"{rule}{xid}{gpu}".strip()
+            found = f"scored at risk{gpu} (model)" if cls == AT_RISK else f"{rule}{xid}{gpu}".strip()
+            scene.alert, scene.alert_text = self.rel(alert_at), found
             scene.decision, scene.decision_text = self.rel(decided_at), summary
             scene.fault_class = cls
             scene.fault_id = int(item["id"])
@@ -335,7 +365,7 @@ class Recorder:
                 continue
             if outcome.get("fault_id") != scene.fault_id:
                 continue
-            if outcome.get("kind") not in ("quarantine", "restart-pod"):
+            if outcome.get("kind") not in ACTION_KINDS:
                 continue
             scene.action = self.rel(at)
             scene.action_text = f"{outcome.get('kind')} {outcome.get('status')}"

@@ -8,8 +8,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,54 +16,11 @@ import pytest
 
 from app.sim.fleet.datasets import write_dataset
 from app.sim.fleet.server import FleetServer
+from tests.prom import running_prometheus
 from tests.sim.helpers import quiet_sim
 
 pytestmark = pytest.mark.slow
 HOUR = 3600.0
-
-
-@contextmanager
-def running_prometheus(
-    prometheus: Path, *, data: Path, config: Path, port: int, extra: tuple[str, ...] = ()
-) -> Iterator[str]:
-    """A real Prometheus on loopback; yields its base URL once it is ready."""
-    log = data.parent / f"prometheus-{port}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                str(prometheus),
-                f"--config.file={config}",
-                f"--storage.tsdb.path={data}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--storage.tsdb.retention.time=100y",
-                *extra,
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"prometheus exited:\n{log.read_text()[-3000:]}")
-                try:
-                    with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
-                        if response.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError(log.read_text()[-3000:])
-                time.sleep(0.1)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def query(url: str, promql: str, *, at: float | None = None) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
-"""Command-line entry points for the fleet simulator: `simulate` (datasets) and `serve` (live exporters).
+"""Command-line entry points for the fleet simulator: `simulate` (datasets), `serve` (live exporters) and
+`backfill` (a dataset's history into a Prometheus TSDB).
 
 `app.sim.cli` wires these as `sickbay simulate` and `sickbay simulate serve`;
-`python -m app.sim.fleet simulate|serve ...` works on its own.
+`python -m app.sim.fleet simulate|serve|backfill ...` works on its own.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import cast
 
-from app.sim.fleet import datasets, metrics
+from app.sim.fleet import backfill, datasets, metrics
 from app.sim.fleet.exposition import HostnameLabel
 from app.sim.fleet.fleet import FleetSim
 from app.sim.fleet.openmetrics import CounterStyle, Grouping
@@ -147,6 +148,51 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_backfill_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", type=Path, required=True, help="dataset directory (`simulate --out`)")
+    parser.add_argument(
+        "--tsdb", type=Path, required=True, help="TSDB directory to add blocks to (Prometheus' storage path)"
+    )
+    parser.add_argument(
+        "--keep-om",
+        type=Path,
+        nargs="?",
+        const=True,
+        help="keep the OpenMetrics files, in DIR (default DATASET/backfill-om)",
+        metavar="DIR",
+    )
+    parser.add_argument(
+        "--host-label",
+        choices=("Hostname", "hostname", "node", "kubernetes_node"),
+        default="Hostname",
+        help="the label that names the node (default Hostname, as released dcgm-exporters)",
+    )
+    parser.add_argument(
+        "--target-labels", action="store_true", help="add `instance` and `job` (about 40 more bytes/sample)"
+    )
+    parser.add_argument("--promtool", type=Path, help="promtool binary (default: on PATH)")
+    parser.add_argument("--jobs", type=int, default=2, help="promtool runs at once (default 2)")
+
+
+def run_backfill(args: argparse.Namespace) -> int:
+    om_dir: Path | None = args.dataset / "backfill-om" if args.keep_om is True else args.keep_om
+    try:
+        stats = backfill.backfill(
+            args.dataset,
+            args.tsdb,
+            promtool=backfill.find_promtool(args.promtool),
+            om_dir=om_dir,
+            host_label=cast(backfill.HostLabel, args.host_label),
+            target_labels=args.target_labels,
+            jobs=args.jobs,
+        )
+    except backfill.BackfillError as exc:
+        print(f"sickbay backfill: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(stats.as_dict(), indent=2))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.sim.fleet", description="simulated GPU fleet")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
@@ -156,6 +202,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="serve every node's dcgm-exporter metrics and a control API")
     add_serve_arguments(serve)
     serve.set_defaults(run=run_serve)
+    fill = sub.add_parser(
+        "backfill", help="write a dataset's predictor metrics into a Prometheus TSDB (promtool)"
+    )
+    add_backfill_arguments(fill)
+    fill.set_defaults(run=run_backfill)
     args = parser.parse_args(argv)
     code: int = args.run(args)
     return code

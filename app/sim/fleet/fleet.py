@@ -28,7 +28,7 @@ from app.sim.fleet.modes import lead_time, start_process
 from app.sim.fleet.nodes import NodeState
 from app.sim.fleet.observe import NodeObservation, Observer
 from app.sim.fleet.operations import NodeOperations
-from app.sim.fleet.params import FailureMode, SimConfig
+from app.sim.fleet.params import FailureMode, PrecursorShapes, SimConfig
 from app.sim.fleet.process import FailureProcess, ProcessSpec
 from app.sim.fleet.randomness import choose_weighted, exponential_after, make_streams, poisson
 from app.sim.fleet.truth import FailureRecord, GroundTruth, OpsRecord, PendingRecord, TruthLog
@@ -281,8 +281,10 @@ class FleetSim:
         xid: int,
         category: str,
         recovery_action: int = 0,
+        shapes: PrecursorShapes | None = None,
     ) -> FailureProcess:
-        """Attach a failure process to a GPU (replacing any under way)."""
+        """Attach a failure process to a GPU (replacing any under way); `shapes` overrides the fleet's
+        precursor shapes for this process only."""
         spec = ProcessSpec(
             onset=onset,
             fail_at=fail_at,
@@ -290,12 +292,21 @@ class FleetSim:
             category=category,
             seed=self.seed,
             serial=gpu.identity.serial,
-            shapes=self.config.shapes,
+            shapes=self.config.shapes if shapes is None else shapes,
         )
         process = start_process(mode, spec, hardware=self.config.hardware, recovery_action=recovery_action)
         gpu.process = process
         self._activate(gpu)
         return process
+
+    def fail_early(self, name: str, gpu: int) -> FailureRecord:
+        """Let the failure under way on a GPU happen now rather than at its time (a demo cannot wait
+        hours for it): the process's own precursor, XID and outcome; raises `InjectionError` without one."""
+        state = self.node(name).gpus[gpu]
+        process = state.process
+        if process is None:
+            raise injection.InjectionError(f"GPU {gpu} of {name} has no failure under way")
+        return self.fail_now(state, process, self._t, injected=True)
 
     def _activate(self, gpu: GpuState) -> None:
         self._active[gpu.identity.serial] = gpu

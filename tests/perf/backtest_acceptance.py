@@ -1,0 +1,209 @@
+"""Issue 5's acceptance run: `sickbay backtest` through a real Prometheus on simulator seeds the model never saw.
+
+`python -m tests.perf.backtest_acceptance [--nodes 200] [--days 15] [--seed 31] [--out DIR]` (what
+`make backtest-acceptance` runs):
+
+1. simulate the fleet (`sickbay simulate`, failures at `--rate-multiplier` x the published rate so 14 days
+   hold enough of them; the shipped model was trained on seeds 11 and 12, evaluated on 23);
+2. backfill it into a fresh TSDB with `promtool tsdb create-blocks-from openmetrics` (`tests.prom`);
+3. serve it with Debian's Prometheus and run `sickbay backtest` over [start + warm-up, end] with the
+   simulator's ground truth (`--truth`), `--format json` and `--html`;
+4. check the figures against the issue's targets and print them; exit 1 when one is missed.
+
+The smaller version of this runs in `make test` (tests/integration/test_backtest_prometheus.py), through
+`run` below. Nothing here is timed: the targets are about what the model catches, not how fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from app.predict import cli as predict_cli
+from app.predict import dataset
+from app.sim.fleet import datasets
+from app.sim.fleet.params import FailureRates, SimConfig
+from tests import prom
+
+DAY = 86400.0
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    path: tuple[str, ...]
+    bound: float
+    at_least: bool
+
+    def value(self, body: dict[str, Any]) -> float | None:
+        node: Any = body
+        for key in self.path:
+            if not isinstance(node, dict) or key not in node:
+                return None
+            node = node[key]
+        return None if node is None else float(node)
+
+    def met(self, body: dict[str, Any]) -> bool:
+        value = self.value(body)
+        if value is None:
+            return False
+        return value >= self.bound if self.at_least else value <= self.bound
+
+
+# The issue's acceptance, on failures that had precursors.
+TARGETS: tuple[Target, ...] = (
+    Target("precision", ("summary", "precision"), 0.9, at_least=True),
+    Target("recall (failures with precursors)", ("summary", "recall_with_precursor"), 0.8, at_least=True),
+    Target("median lead time, h", ("summary", "lead_time_h_with_precursor", "median"), 6.0, at_least=True),
+    Target(
+        "false alarms per 1,000 node-days",
+        ("summary", "false_alarms_per_1000_node_days"),
+        1.0,
+        at_least=False,
+    ),
+    Target(
+        "lost GPU-hours saved vs reactive (precursor failures)",
+        ("costs", "failures_with_precursor", "reduction"),
+        0.5,
+        at_least=True,
+    ),
+    Target(
+        "capacity taken by the ladder",
+        ("costs", "failures_with_precursor", "capacity_fraction"),
+        0.05,
+        at_least=False,
+    ),
+    Target("trap GPUs flagged", ("summary", "traps", "flagged"), 0.0, at_least=False),
+)
+
+
+def simulate(out: Path, *, nodes: int, days: float, seed: int, rate_multiplier: float) -> Path:
+    if (out / "truth.json").exists():
+        return out  # made by an earlier run with the same arguments
+    datasets.write_dataset(
+        out,
+        nodes=nodes,
+        duration_s=days * DAY,
+        step_s=300.0,
+        seed=seed,
+        config=SimConfig(rates=FailureRates(rate_multiplier=rate_multiplier)),
+        formats=("parquet",),
+    )
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def binary(name: str) -> Path:
+    found = shutil.which(name)
+    if found is None:
+        raise SystemExit(f"{name} is not installed: run `make setup` (scripts/install-system-packages.sh)")
+    return Path(found)
+
+
+@contextlib.contextmanager
+def served(data: Path, work: Path) -> Iterator[str]:
+    work.mkdir(parents=True, exist_ok=True)
+    with prom.backfilled_prometheus(
+        data, work, prometheus=binary("prometheus"), promtool=binary("promtool"), port=free_port()
+    ) as url:
+        yield url
+
+
+def backtest(url: str, data: Path, *, warmup_days: float, step: str, html: Path | None) -> dict[str, Any]:
+    """`sickbay backtest --format json` over the dataset's range less the warm-up, as its command line."""
+    truth = dataset.read_truth(data)
+    start = datetime.fromtimestamp(truth.start + warmup_days * DAY, UTC)
+    end = datetime.fromtimestamp(truth.end, UTC)
+    argv = [
+        "--prometheus-url",
+        url,
+        "--start",
+        start.isoformat(),
+        "--end",
+        end.isoformat(),
+        "--step",
+        step,
+        "--truth",
+        str(data),
+        "--models",
+        str(REPO / "models"),
+        "--format",
+        "json",
+        "--quiet",
+    ]
+    if html is not None:
+        argv += ["--html", str(html)]
+    parser = argparse.ArgumentParser(prog="sickbay backtest")
+    predict_cli.add_backtest_arguments(parser)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = predict_cli.run_backtest(parser.parse_args(argv))
+    if code != 0:
+        raise RuntimeError(f"sickbay backtest exited {code}")
+    body: dict[str, Any] = json.loads(out.getvalue())
+    return body
+
+
+def verdicts(body: dict[str, Any]) -> list[tuple[Target, float | None, bool]]:
+    return [(t, t.value(body), t.met(body)) for t in TARGETS]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.perf.backtest_acceptance")
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--days", type=float, default=15.0, help="simulated days (the first is warm-up)")
+    parser.add_argument("--seed", type=int, default=31, help="a seed the shipped model never saw")
+    parser.add_argument("--rate-multiplier", type=float, default=30.0)
+    parser.add_argument("--step", default="30m", help="scoring interval replayed")
+    parser.add_argument("--out", type=Path, help="keep the dataset, TSDB and report here")
+    args = parser.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="sickbay-acceptance-"))
+    started = time.perf_counter()
+    data = simulate(
+        out / f"s{args.seed}",
+        nodes=args.nodes,
+        days=args.days,
+        seed=args.seed,
+        rate_multiplier=args.rate_multiplier,
+    )
+    simulated = time.perf_counter()
+    work = out / "prometheus"
+    shutil.rmtree(work, ignore_errors=True)
+    with served(data, work) as url:
+        served_at = time.perf_counter()
+        body = backtest(url, data, warmup_days=1.0, step=args.step, html=out / "backtest.html")
+    done = time.perf_counter()
+    (out / "backtest.json").write_text(json.dumps(body, indent=2))
+    print(
+        f"{args.nodes} nodes x 8 GPUs x {args.days:g} days, seed {args.seed}: simulate {simulated - started:.0f} s, "
+        f"backfill + start {served_at - simulated:.0f} s, backtest {done - served_at:.0f} s; report {out}/backtest.html"
+    )
+    missed = 0
+    for target, value, met in verdicts(body):
+        sign = "≥" if target.at_least else "≤"
+        shown = "n/a" if value is None else f"{value:.3f}"
+        print(f"  {'ok  ' if met else 'MISS'} {target.name}: {shown} (target {sign} {target.bound:g})")
+        missed += not met
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
