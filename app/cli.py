@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.demo import main_demo  # noqa: PLC0415
 
         return main_demo(args_list[1:])
-    if args_list[:1] in (["train"], ["evaluate"], ["score"], ["backtest"]):
+    if args_list[:1] in (["train"], ["evaluate"], ["score"], ["backtest"], ["models"]):
         # scikit-learn is loaded only for the model commands.
         from app.predict.cli import main as predict_main  # noqa: PLC0415
 
@@ -95,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         ("evaluate", "evaluate the current model on a dataset"),
         ("score", "print the current top-risk GPUs with the features that drove each score"),
         ("backtest", "replay a Prometheus range: when nodes would have been flagged, and was it worth it"),
+        ("models", "list the installed risk models (current, previous) or roll back to the previous one"),
     ):
         sub.add_parser(name, help=text, add_help=False).set_defaults(run=lambda _: 2)
 

@@ -515,6 +515,57 @@ def _pct(value: Any) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
+# -- models ---------------------------------------------------------------------------------------------
+
+
+def add_models_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--models", type=Path, default=Path("models"), help="models directory (default models/)"
+    )
+    parser.add_argument(
+        "--rollback", action="store_true", help="make the previous model current again (atomic)"
+    )
+
+
+def run_models(args: argparse.Namespace) -> int:
+    """The versions in a models directory (current and previous marked), or a rollback."""
+    try:
+        if args.rollback:
+            version = registry.rollback(args.models)
+            print(f"sickbay models: {version} is current again (restart or wait for the next reload)")
+            return 0
+        pointer = registry.read_pointer(args.models)
+    except registry.ModelUnavailable as exc:
+        print(f"sickbay models: {exc}", file=sys.stderr)
+        return 3
+    table = Table(title=f"models in {args.models}")
+    for column in ("version", "role", "created", "act", "holdout precision", "recall", "PR-AUC"):
+        table.add_column(column)
+    for directory in sorted(p for p in args.models.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            card = registry.read_card(directory)
+        except registry.ModelUnavailable:
+            continue
+        role = "current" if card.version == pointer["current"] else ""
+        role = role or ("previous" if card.version == pointer["previous"] else "")
+        holdout = card.metrics.get("holdout", {})
+        table.add_row(
+            card.version,
+            role,
+            card.created_at,
+            f"{card.act:.3f}",
+            _figure(holdout.get("precision")),
+            _figure(holdout.get("recall")),
+            _figure(holdout.get("pr_auc")),
+        )
+    Console().print(table)
+    return 0
+
+
+def _figure(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.3f}"
+
+
 # -- python -m app.predict ------------------------------------------------------------------------------
 
 
@@ -526,6 +577,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("evaluate", add_evaluate_arguments, run_evaluate, "measure a model on datasets"),
         ("score", add_score_arguments, run_score, "score a fleet (dataset or Prometheus)"),
         ("backtest", add_backtest_arguments, run_backtest, "replay a Prometheus range and judge the alarms"),
+        ("models", add_models_arguments, run_models, "list the installed models, or roll back"),
     ):
         command = sub.add_parser(name, help=help_)
         add(command)
