@@ -1,14 +1,18 @@
-"""`python -m tests.perf [NAME ...]` (what `make bench` runs): every `bench_*.py` here, in name order.
+"""`python -m tests.perf [NAME ...] [-- OPTION ...]` (what `make bench` runs): every `bench_*.py` here, in
+name order.
 
 Each benchmark module defines `main()`, callable with no arguments; it runs the benchmark and returns its
 report (anything rich can print, or None when it printed its own). Pass names (`intake`, `bench_intake`)
-to run only those. The exit status is 1 when a benchmark raised, 0 otherwise: targets are reported, not
-enforced, since a benchmark's figures depend on the machine it runs on.
+to run only those. Options after `--` go to each chosen benchmark's `main(argv)` (only benchmarks whose
+`main` takes them: `python -m tests.perf scoring training -- --quick`). The exit status is 1 when a
+benchmark raised, 0 otherwise: targets are reported, not enforced, since a benchmark's figures depend on
+the machine it runs on.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 import time
 from collections.abc import Sequence
@@ -31,9 +35,19 @@ def discover(names: Sequence[str] = ()) -> list[str]:
     return [name for name in found if name in wanted]
 
 
+def split_options(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(benchmark names, options for them): options are what follows `--`."""
+    args = list(argv)
+    if "--" not in args:
+        return args, []
+    at = args.index("--")
+    return args[:at], args[at + 1 :]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     console = Console() if sys.stdout.isatty() else Console(width=140)
-    names = discover(sys.argv[1:] if argv is None else argv)
+    wanted, options = split_options(sys.argv[1:] if argv is None else argv)
+    names = discover(wanted)
     failed: list[str] = []
     for name in names:
         console.rule(f"[bold]{name}")
@@ -43,7 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             run = getattr(module, "main", None)
             if not callable(run):
                 raise TypeError(f"{name} defines no main()")
-            report = run()
+            if options and not inspect.signature(run).parameters:
+                raise TypeError(
+                    f"{name}'s main() takes no options; run it alone without `-- {' '.join(options)}`"
+                )
+            report = run(options) if options else run()
         except KeyboardInterrupt:
             raise
         except BaseException:  # one broken benchmark must not hide the others' figures
