@@ -316,6 +316,7 @@ async def _prediction(app: web.Application) -> AsyncIterator[None]:
         metrics=services.metrics,
         clock=services.clock,
         policy=services.rules.policy.prediction,
+        journal_=services.journal,
     )
     try:
         await scoring.start()

@@ -21,7 +21,7 @@ from app.config.settings import PredictionSettings
 from app.obs.metrics import Metrics
 from app.predict import prometheus as predict_prometheus
 from app.predict import service as predict_service
-from app.store import codec, inbox
+from app.store import codec, inbox, journal
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 10.0
@@ -36,10 +36,12 @@ class Scoring:
         metrics: Metrics,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         policy: rules.PredictionPolicy | None = None,
+        journal_: journal.Journal | None = None,
     ) -> None:
         self._metrics = metrics
         self._settings = settings
         self._box = box
+        self._journal = journal_
         self._clock = clock
         reader = predict_prometheus.ReaderSettings(
             url=settings.prometheus_url or "http://127.0.0.1:9090", lookback_s=settings.lookback_s
@@ -100,11 +102,21 @@ class Scoring:
         cycle = await asyncio.to_thread(self.service.run_once, self._clock())
         self.last = cycle
         self._export_scores(cycle)
+        await self._journal_risks(cycle)
         signals = self.service.signals(cycle)
         if signals:
             await self._box.append(
                 [inbox.record_of(signal, payload=codec.signal_json(signal)) for signal in signals]
             )
+
+    async def _journal_risks(self, cycle: predict_service.Cycle) -> None:
+        """Keep what the model saw at warn and above; a journal fault loses this record, not the cycle."""
+        if self._journal is None or cycle.scores is None:
+            return
+        try:
+            await self._journal.record_risks(cycle.at, cycle.scores.gpus)
+        except Exception:
+            log.exception("could not journal this cycle's risks")
 
     def _export_card(self) -> None:
         model = self.service.model

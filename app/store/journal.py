@@ -10,12 +10,12 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import aiosqlite
 
-from app.domain import Fault, FaultClass, Outcome, PastFault, Plan, Signal
+from app.domain import Fault, FaultClass, Outcome, PastFault, Plan, Risk, RiskLevel, Signal
 from app.store import codec
 
 SCHEMA = """
@@ -53,9 +53,24 @@ CREATE TABLE IF NOT EXISTS kv (
     key          TEXT PRIMARY KEY,
     value        TEXT NOT NULL
 );
+-- Each scoring cycle's elevated risks (GPUs at warn or above): what the model saw, for audits, retraining
+-- reviews and `explain`, whether or not the level changed. Pruned after RISK_RETENTION.
+CREATE TABLE IF NOT EXISTS risks (
+    at            TEXT NOT NULL,
+    node          TEXT NOT NULL,
+    gpu           INTEGER,
+    score         REAL NOT NULL,
+    level         TEXT NOT NULL,
+    model_version TEXT NOT NULL,
+    drivers       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS risks_by_node ON risks (node, at);
 CREATE INDEX IF NOT EXISTS faults_by_gpu ON faults (node, gpu, at);
 CREATE INDEX IF NOT EXISTS faults_by_time ON faults (at);
 """
+
+
+RISK_RETENTION = timedelta(days=30)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +238,54 @@ class Journal:
         ):
             rows = await cursor.fetchall()
         return [(fp, json.loads(signal)) for fp, status, signal in rows if status == "firing"]
+
+    async def record_risks(self, at: datetime, risks: Sequence[Risk]) -> int:
+        """Journal a scoring cycle's GPUs at warn or above (one multi-row insert); prunes old cycles."""
+        rows = [
+            (
+                at.isoformat(),
+                r.node,
+                r.gpu,
+                r.score,
+                r.level.value,
+                r.model_version,
+                json.dumps([list(d) for d in r.drivers]),
+            )
+            for r in risks
+            if r.level is not RiskLevel.NONE
+        ]
+        async with self._write_lock, self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if rows:
+                    await self._db.executemany("INSERT INTO risks VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                await self._db.execute("DELETE FROM risks WHERE at < ?", ((at - RISK_RETENTION).isoformat(),))
+                await self._db.commit()
+            except BaseException:
+                await self._db.rollback()
+                raise
+        return len(rows)
+
+    async def risks(self, *, node: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """The latest journaled risks, newest first (optionally one node's)."""
+        query = (
+            "SELECT at, node, gpu, score, level, model_version, drivers FROM risks"
+            " WHERE (? IS NULL OR node = ?) ORDER BY at DESC LIMIT ?"
+        )
+        async with self._lock, self._db.execute(query, (node, node, limit)) as cursor:
+            rows = await cursor.fetchall()
+        return [
+            {
+                "at": at,
+                "node": n,
+                "gpu": gpu,
+                "score": score,
+                "level": level,
+                "model_version": version,
+                "drivers": json.loads(drivers),
+            }
+            for at, n, gpu, score, level, version, drivers in rows
+        ]
 
     async def get(self, key: str) -> str | None:
         async with self._lock, self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)) as cursor:
