@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from app.predict import features
+from app.predict import features, history
 
 # What features read from the table besides the DCGM fields.
 ID_COLUMNS: tuple[str, ...] = ("timestamp", "node", "gpu", "uuid", "present")
@@ -35,7 +35,7 @@ class Truth:
 
     start: float
     end: float
-    failures: pd.DataFrame
+    failures: pd.DataFrame  # history.FAILURE_COLUMNS, as failures read back from history
     repairs: pd.DataFrame
     traps: pd.DataFrame
 
@@ -115,20 +115,7 @@ def truth_from_dict(raw: dict[str, Any]) -> Truth:
                 "pending": True,
             }
         )
-    failures = pd.DataFrame(
-        rows,
-        columns=[
-            "id",
-            "node",
-            "gpu",
-            "uuid",
-            "mode",
-            "failure_time",
-            "precursor_start",
-            "fault_class",
-            "pending",
-        ],
-    )
+    failures = pd.DataFrame(rows, columns=list(history.FAILURE_COLUMNS))
     repairs = pd.DataFrame(
         [
             {"node": op["node"], "time": float(op["time_ts"]), "kind": op["kind"]}

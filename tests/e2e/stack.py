@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from kubernetes.aio import client as kclient
 from kubernetes.aio import config as kconfig
 
@@ -33,6 +34,7 @@ from app.demo.stack import (
 __all__ = [
     "DEFAULT_SHORT_FOR",
     "POOL_LABEL",
+    "STACK_MARKS",
     "Injection",
     "Stack",
     "StackConfig",
@@ -54,6 +56,17 @@ BINARIES = ("prometheus", "prometheus-alertmanager")
 
 def missing_binaries() -> list[str]:
     return [name for name in BINARIES if not (shutil.which(name) or Path(f"/usr/bin/{name}").exists())]
+
+
+# A test module that starts the whole stack: slow, 4 minutes at most, skipped without Debian's binaries.
+STACK_MARKS = [
+    pytest.mark.slow,
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(
+        bool(missing_binaries()),
+        reason=f"needs {', '.join(missing_binaries())} (scripts/install-system-packages.sh)",
+    ),
+]
 
 
 @contextlib.asynccontextmanager

@@ -14,22 +14,13 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
 from app.decide import footprint
 from app.demo import main, report
 from app.demo.scenario import CHECKPOINT_REASON, Scenario
 from app.demo.timeline import Recorder
-from tests.e2e.stack import Stack, gpu_pods_on, missing_binaries, official_client, sickbay_taints
+from tests.e2e.stack import STACK_MARKS, Stack, gpu_pods_on, official_client, sickbay_taints
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(240),
-    pytest.mark.skipif(
-        bool(missing_binaries()),
-        reason=f"needs {', '.join(missing_binaries())} (scripts/install-system-packages.sh)",
-    ),
-]
+pytestmark = STACK_MARKS
 
 HOUR = 3600.0
 

@@ -18,30 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from app.decide import footprint
 from tests.e2e.stack import (
     POOL_LABEL,
+    STACK_MARKS,
     Stack,
     StackConfig,
     eventually,
     gpu_pods_on,
-    missing_binaries,
     official_client,
     running_stack,
     sickbay_taints,
     wait_unschedulable,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(240),
-    pytest.mark.skipif(
-        bool(missing_binaries()),
-        reason=f"needs {', '.join(missing_binaries())} (scripts/install-system-packages.sh)",
-    ),
-]
+pytestmark = STACK_MARKS
 
 LIMIT_S = 5.0
 HEALTHY_DELAY_S = 3.0

@@ -9,8 +9,8 @@ shipped model (`models/`) and scoring on one thread, as `sickbay serve` runs it:
 - cold: `ScoringService.run_once(now)` on a fresh `RecentWindow`: the whole look-back, one range query
   per source metric for the whole fleet;
 - warm: the next cycle, one step later: only the new step is read, the window is kept in memory;
-- baseline: the same cycles with one query per metric PER NODE (a `Reader` whose queries carry a
-  `Hostname="..."` matcher, looped over the nodes). At large sizes it runs on a random sample of nodes
+- baseline: the same cycles with one query per metric PER NODE (`Reader.read` narrowed to one host,
+  `hosts=[...]`, so each query carries a `Hostname=~"..."` matcher, looped over the nodes). At large sizes it runs on a random sample of nodes
   (`--baseline-nodes`) and its read time is scaled to the fleet (reads of different nodes are independent;
   the scoring part is the same code on the same frame, so the cold/warm scoring time is added as is):
   such figures are marked `~`.
@@ -173,44 +173,16 @@ class CountingReader(prometheus.Reader):
         return frame
 
 
-class HostMatching:
-    """A range client that adds a host matcher to every query (selectors as `prometheus.selector` makes)."""
-
-    def __init__(self, client: prometheus.RangeClient, matcher: str) -> None:
-        self.client = client
-        self.matcher = matcher
-
-    def custom_query_range(
-        self,
-        query: str,
-        start_time: datetime,
-        end_time: datetime,
-        step: str,
-        *,
-        params: dict[str, Any] | None = None,
-        timeout: int | None = None,
-    ) -> list[dict[str, Any]]:
-        narrowed = query[:-1] + f", {self.matcher}}}" if query.endswith("}") else f"{query}{{{self.matcher}}}"
-        return self.client.custom_query_range(
-            narrowed, start_time=start_time, end_time=end_time, step=step, params=params, timeout=timeout
-        )
-
-
 class PerNodeReader(CountingReader):
-    """The baseline: the same reads, one query per metric per node."""
+    """The baseline: the same reads, one query per metric per node (each read narrowed to one host)."""
 
     def __init__(self, settings: prometheus.ReaderSettings, *, nodes: Sequence[str]) -> None:
         super().__init__(settings)
-        self.nodes = list(nodes)
+        self.one_each = [prometheus.HostRef(node=node, label="Hostname", value=node) for node in nodes]
 
     def read(self, start: datetime, end: datetime, **kwargs: Any) -> pd.DataFrame:
-        frames = []
-        for node in self.nodes:
-            one = CountingReader(self.settings, client=HostMatching(self.client, f'Hostname="{node}"'))
-            frames.append(one.read(start, end))
-            self.queries += one.queries
-            self.samples += one.samples
-        return pd.concat(frames, ignore_index=True)
+        read = super().read
+        return pd.concat([read(start, end, hosts=[host]) for host in self.one_each], ignore_index=True)
 
 
 def child_main(args: argparse.Namespace) -> None:

@@ -1,12 +1,9 @@
 """`sickbay backtest`: replaying a Prometheus range as the scoring service would have, judged and priced.
 
-No Prometheus runs here: `RangeFake` answers `custom_query_range` from a simulated dataset the way
-Prometheus would (one series per GPU per metric, [time, value] pairs on the step grid, missing samples
-left out, dcgm-exporter's labels), including the host matchers of a batched read and the `group by` query
-that finds the hosts. (Values are numbers, not Prometheus' strings: the reader takes both, and turning
-millions of floats into strings would cost seconds.) The simulated dataset is the session's `heldout_dataset` (a seed the shipped model
-never saw); a handful of its nodes — some with failures that had precursors, some trap GPUs — keep the
-run to seconds.
+No Prometheus runs here: `fakeprom.FrameClient` answers `custom_query_range` from a simulated dataset the
+way Prometheus would, including the host matchers of a batched read and the `group by` query that finds
+the hosts. The simulated dataset is the session's `heldout_dataset` (a seed the shipped model never saw);
+a handful of its nodes — some with failures that had precursors, some trap GPUs — keep the run to seconds.
 """
 
 from __future__ import annotations
@@ -14,11 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,128 +27,10 @@ from app.config.settings import RULES_DIR
 from app.predict import backtest, costs, dataset, features, history, prometheus, registry, report, score
 from app.predict import cli as predict_cli
 from tests.predict.conftest import SHIPPED_MODELS, ModelFactory, with_card
+from tests.predict.fakeprom import DownClient, FrameClient
 
 DAY = 86400.0
 STEP = 300.0
-
-# -- a fake Prometheus range API ------------------------------------------------------------------------
-
-_GROUP = re.compile(r"group by \(([^)]*)\) \(last_over_time\((.+)\[(\d+)s\]\)\)")
-_NAMES = re.compile(r'__name__=~"([^"]+)"')
-_MATCHER = re.compile(r'(\w+)=~"((?:[^"\\]|\\.)*)"')
-
-
-class RangeFake:
-    """`prometheus.RangeClient` over a dataset frame (columns node, gpu, uuid, timestamp, present, DCGM_*).
-
-    Answers are cached per query (a second read of the same range costs only the reader's parsing) unless
-    `cache` is off, as it must be for a large fleet: the answers are Python lists, ~100 bytes a sample.
-    """
-
-    def __init__(self, frame: pd.DataFrame, *, host_label: str = "Hostname", cache: bool = True) -> None:
-        self.host_label = host_label
-        self.queries: list[str] = []
-        self._cache: dict[tuple[str, float, float, float], list[dict[str, Any]]] | None = (
-            {} if cache else None
-        )
-        data = frame.sort_values(["node", "gpu", "uuid", "timestamp"], kind="stable").reset_index(drop=True)
-        self._t = data["timestamp"].to_numpy(dtype=np.float64)
-        present = data["present"].to_numpy() > 0 if "present" in data.columns else np.ones(len(data), bool)
-        self._columns = {
-            c: np.where(present, data[c].to_numpy(dtype=np.float64), np.nan)
-            for c in features.SOURCE_METRICS
-            if c in data.columns
-        }
-        keys = data[["node", "gpu", "uuid"]].astype(str)
-        change = np.ones(len(data), dtype=bool)
-        change[1:] = (keys.iloc[1:].to_numpy() != keys.iloc[:-1].to_numpy()).any(axis=1)
-        starts = np.flatnonzero(change)
-        ends = np.r_[starts[1:], len(data)]
-        self._gpus = [(*keys.iloc[s].tolist(), int(s), int(e)) for s, e in zip(starts, ends, strict=True)]
-
-    def custom_query_range(
-        self,
-        query: str,
-        start_time: datetime,
-        end_time: datetime,
-        step: str,
-        *,
-        params: dict[str, Any] | None = None,
-        timeout: int | None = None,
-    ) -> list[dict[str, Any]]:
-        self.queries.append(query)
-        lo, hi, step_s = start_time.timestamp(), end_time.timestamp(), float(step.rstrip("s"))
-        if self._cache is None:
-            return self._answer(query, lo, hi, step_s)
-        key = (query, lo, hi, step_s)
-        if key not in self._cache:
-            self._cache[key] = self._answer(query, lo, hi, step_s)
-        return self._cache[key]
-
-    def _answer(self, query: str, lo: float, hi: float, step_s: float) -> list[dict[str, Any]]:
-        grouped = _GROUP.fullmatch(query)
-        if grouped:
-            return self._hosts(grouped.group(2), lo, hi, step_s)
-        out: list[dict[str, Any]] = []
-        for part in query.split(" or "):
-            out += self._select(part, lo, hi, step_s)
-        return out
-
-    def _parse(self, selector: str) -> tuple[list[str], dict[str, re.Pattern[str]]]:
-        names_match = _NAMES.search(selector)
-        names = names_match.group(1).split("|") if names_match else [selector.split("{", maxsplit=1)[0]]
-        matchers = {
-            label: re.compile(value.replace("\\\\", "\\"))
-            for label, value in _MATCHER.findall(selector)
-            if label != "__name__"
-        }
-        return names, matchers
-
-    def _wanted(self, node: str, matchers: dict[str, re.Pattern[str]]) -> bool:
-        labels = {self.host_label: node}
-        return all(
-            label in labels and pattern.fullmatch(labels[label]) for label, pattern in matchers.items()
-        )
-
-    def _select(self, selector: str, lo: float, hi: float, step_s: float) -> list[dict[str, Any]]:
-        names, matchers = self._parse(selector)
-        out: list[dict[str, Any]] = []
-        for name in names:
-            column = self._columns.get(name)
-            if column is None:
-                continue
-            for node, gpu, uuid, s, e in self._gpus:
-                if not self._wanted(node, matchers):
-                    continue
-                t, v = self._t[s:e], column[s:e]
-                keep = (t >= lo) & (t <= hi) & ~np.isnan(v) & (np.remainder(t - lo, step_s) == 0)
-                if keep.any():
-                    labels = {"__name__": name, self.host_label: node, "gpu": gpu, "UUID": uuid}
-                    out.append({"metric": labels, "values": np.column_stack([t[keep], v[keep]]).tolist()})
-        return out
-
-    def _hosts(self, selector: str, lo: float, hi: float, step_s: float) -> list[dict[str, Any]]:
-        names, _ = self._parse(selector)
-        column = next((self._columns[n] for n in names if n in self._columns), None)
-        out: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        for node, _gpu, _uuid, s, e in self._gpus:
-            t = self._t[s:e]
-            if (
-                node in seen
-                or column is None
-                or not ((t >= lo - step_s) & (t <= hi) & ~np.isnan(column[s:e])).any()
-            ):
-                continue
-            seen.add(node)
-            out.append({"metric": {self.host_label: node}, "values": [[lo, "1"]]})
-        return out
-
-
-class DownClient:
-    def custom_query_range(self, query: str, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        raise ConnectionError("[Errno 111] Connection refused")
-
 
 # -- the end-to-end run over a few nodes of the held-out dataset ----------------------------------------
 
@@ -162,7 +40,7 @@ class Run:
     frame: pd.DataFrame
     truth: dataset.Truth
     model: registry.RiskModel
-    client: RangeFake
+    client: FrameClient
     ranged: backtest.RangeReplay
     result: backtest.BacktestResult
     start: float
@@ -199,7 +77,7 @@ def run(heldout_dataset: Path, shipped: registry.RiskModel) -> Run:
     start, end = truth.start + DAY, truth.end
     nodes = pick_nodes(truth, start=start, horizon=shipped.card.horizon_s)
     frame = pd.read_parquet(dataset.timeseries_path(heldout_dataset), filters=[("node", "in", nodes)])
-    client = RangeFake(frame)
+    client = FrameClient(frame)
     reader = prometheus.Reader(prometheus.ReaderSettings(step_s=STEP), client=client)
     ranged = backtest.replay_range(
         reader,
@@ -507,13 +385,9 @@ def args_for(url: str, *extra: str) -> argparse.Namespace:
     return parser.parse_args(["--prometheus-url", url, "--models", str(SHIPPED_MODELS), "--quiet", *extra])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def test_prometheus_down_is_exit_code_4_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+def test_prometheus_down_is_exit_code_4_with_a_message(
+    capsys: pytest.CaptureFixture[str], free_port: Callable[[], int]
+) -> None:
     code = sickbay.main(
         [
             "backtest",

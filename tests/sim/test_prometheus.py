@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,24 +13,11 @@ import pytest
 
 from app.sim.fleet.datasets import write_dataset
 from app.sim.fleet.server import FleetServer
-from tests.prom import running_prometheus
+from tests.prom import EMPTY_CONFIG, instant_query, running_prometheus
 from tests.sim.helpers import quiet_sim
 
 pytestmark = pytest.mark.slow
 HOUR = 3600.0
-
-
-def query(url: str, promql: str, *, at: float | None = None) -> list[dict[str, Any]]:
-    params = {"query": promql}
-    if at is not None:
-        params["time"] = f"{at:.3f}"
-    with urllib.request.urlopen(
-        f"{url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=10
-    ) as response:
-        body = json.load(response)
-    assert body["status"] == "success", body
-    result: list[dict[str, Any]] = body["data"]["result"]
-    return result
 
 
 def test_openmetrics_backfill_round_trip(
@@ -64,25 +48,29 @@ def test_openmetrics_backfill_round_trip(
     assert result.returncode == 0, result.stdout + result.stderr
     assert report.samples > 0
     config = tmp_path / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n")
+    config.write_text(EMPTY_CONFIG)
     after = failure.failure_time + 600
     with running_prometheus(prometheus, data=data, config=config, port=free_port()) as url:
         deadline = time.monotonic() + 20
-        while not (xid := query(url, f'DCGM_FI_DEV_XID_ERRORS{{Hostname="{node}",gpu="2"}}', at=after)):
+        while not (
+            xid := instant_query(url, f'DCGM_FI_DEV_XID_ERRORS{{Hostname="{node}",gpu="2"}}', at=after)
+        ):
             assert time.monotonic() < deadline, "backfilled blocks never became queryable"
             time.sleep(0.5)
         assert xid[0]["value"][1] == str(failure.xid)
         assert xid[0]["metric"]["UUID"] == failure.uuid
         assert xid[0]["metric"]["job"] == "dcgm-exporter"
-        dbe = query(url, f'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{UUID="{failure.uuid}"}}', at=after)
+        dbe = instant_query(url, f'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{UUID="{failure.uuid}"}}', at=after)
         assert float(dbe[0]["value"][1]) == sim.node(node).gpus[2].dbe_vol
-        before = query(
+        before = instant_query(
             url, f'DCGM_FI_DEV_XID_ERRORS{{UUID="{failure.uuid}"}}', at=failure.failure_time - 1800
         )
         assert before[0]["value"][1] in ("0", "63"), "no failure XID before the failure"
-        up = query(url, 'count(up{job="dcgm-exporter"} == 1)', at=after)
+        up = instant_query(url, 'count(up{job="dcgm-exporter"} == 1)', at=after)
         assert up[0]["value"][1] == "2"
-        rate = query(url, f'increase(DCGM_FI_DEV_ECC_SBE_AGG_TOTAL{{UUID="{failure.uuid}"}}[1h])', at=after)
+        rate = instant_query(
+            url, f'increase(DCGM_FI_DEV_ECC_SBE_AGG_TOTAL{{UUID="{failure.uuid}"}}[1h])', at=after
+        )
         assert float(rate[0]["value"][1]) > 0, "the precursor's SBEs are in the backfilled history"
 
 
@@ -95,7 +83,7 @@ async def test_prometheus_scrapes_every_node_as_its_own_target(
         with running_prometheus(prometheus, data=tmp_path / "data", config=config, port=free_port()) as url:
 
             async def ask(promql: str) -> list[dict[str, Any]]:
-                return await asyncio.to_thread(query, url, promql)
+                return await asyncio.to_thread(instant_query, url, promql)
 
             async def wait_for(promql: str, expected: str) -> None:
                 deadline = time.monotonic() + 20
