@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 from typing import Any, Protocol
 
 import numpy as np
@@ -216,14 +217,17 @@ class Reader:
         matchers = host_matchers(hosts)
         wanted = {h.node for h in hosts} or None
         gpus: dict[tuple[str, int, str], int] = {}
-        cells: dict[str, list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]]] = {}
+        cells: dict[str, _Cells] = {}
         with _collector_paused():
             for metric in self.settings.metrics:
                 query = selector(metric, matchers)
                 series = self._range(query, datetime.fromtimestamp(grid_start, UTC), end)
-                cells[metric] = list(
-                    _parse(series, gpus, grid_start=grid_start, step=step, n_times=n_times, nodes=wanted)
-                )
+                try:
+                    cells[metric] = _parse(
+                        series, gpus, grid_start=grid_start, step=step, n_times=n_times, nodes=wanted
+                    )
+                except _Malformed as exc:
+                    raise PrometheusUnavailable(str(exc), query=query) from exc
                 del series
         return _assemble(gpus, cells, grid_start=grid_start, step=step, n_times=n_times)
 
@@ -283,6 +287,19 @@ def gpu_identity(labels: Mapping[str, str]) -> tuple[str, int, str] | None:
     return host, int(gpu), labels.get("UUID") or labels.get("uuid") or ""
 
 
+@dataclass(frozen=True, slots=True)
+class _Cells:
+    """One metric's samples of a read, as parallel arrays: the GPU's index, the grid slot, the value."""
+
+    index: npt.NDArray[np.int64]
+    slot: npt.NDArray[np.int64]
+    value: npt.NDArray[np.float64]
+
+
+class _Malformed(ValueError):
+    """A range answer whose samples are not [time, value] pairs."""
+
+
 def _parse(
     series: Iterable[Mapping[str, Any]],
     gpus: dict[tuple[str, int, str], int],
@@ -291,20 +308,49 @@ def _parse(
     step: float,
     n_times: int,
     nodes: set[str] | None = None,
-) -> Iterable[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
+) -> _Cells:
+    """Every sample of one query's answer on the grid, in one vectorised pass over all its series.
+
+    Python touches each series once (its labels) and each sample once (flattening); conversion and slotting
+    are numpy's. Values are Prometheus' strings ("NaN" and "+Inf" included), or numbers; one that is neither
+    reads as NaN. Samples off the grid's range are dropped; GPUs are numbered in `gpus` as first seen.
+    """
+    indices: list[int] = []
+    counts: list[int] = []
+    samples: list[Any] = []
     for one in series:
         labels = one.get("metric", {})
         values = one.get("values", [])
         identity = gpu_identity(labels) if isinstance(labels, Mapping) else None
         if identity is None or not values or (nodes is not None and identity[0] not in nodes):
             continue
-        index = gpus.setdefault(identity, len(gpus))
-        raw = np.asarray(values, dtype=object)
-        t = raw[:, 0].astype(np.float64)
-        v = np.array([_number(x) for x in raw[:, 1]], dtype=np.float64)
-        slot = np.rint((t - grid_start) / step).astype(np.int64)
-        ok = (slot >= 0) & (slot < n_times)
-        yield index, slot[ok], v[ok]
+        indices.append(gpus.setdefault(identity, len(gpus)))
+        counts.append(len(values))
+        samples.extend(values)
+    flat = list(chain.from_iterable(samples))
+    if len(flat) != 2 * len(samples):
+        raise _Malformed("a sample of the answer is not a [time, value] pair")
+    pairs = np.array(flat, dtype=object)
+    del flat
+    t = _floats(pairs[0::2], strict=True)
+    v = _floats(pairs[1::2], strict=False)
+    slot = np.rint((t - grid_start) / step).astype(np.int64)
+    index = np.repeat(np.array(indices, dtype=np.int64), counts)
+    ok = (slot >= 0) & (slot < n_times)
+    return _Cells(index=index[ok], slot=slot[ok], value=v[ok])
+
+
+def _floats(items: npt.NDArray[np.object_], *, strict: bool) -> npt.NDArray[np.float64]:
+    """Numbers and numeric strings as float64, exactly as `float()` reads each (numpy calls it per item).
+
+    Not strict: what `float()` refuses reads as NaN, item by item (only then, so the usual case stays fast).
+    """
+    try:
+        return items.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        if strict:
+            raise _Malformed(f"a sample time is not a number: {exc}") from exc
+        return np.fromiter((_number(x) for x in items), dtype=np.float64, count=len(items))
 
 
 def _number(text: Any) -> float:
@@ -316,44 +362,61 @@ def _number(text: Any) -> float:
 
 def _assemble(
     gpus: Mapping[tuple[str, int, str], int],
-    cells: Mapping[str, Sequence[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]]],
+    cells: Mapping[str, _Cells],
     *,
     grid_start: float,
     step: float,
     n_times: int,
 ) -> pd.DataFrame:
     n_gpus = len(gpus)
-    size = n_gpus * n_times
     identities = sorted(gpus, key=gpus.__getitem__)
     times = grid_start + step * np.arange(n_times, dtype=np.float64)
-    columns: dict[str, npt.NDArray[Any]] = {
+    keys: dict[str, Any] = {
         "node": np.repeat(np.array([g[0] for g in identities], dtype=object), n_times),
         "gpu": np.repeat(np.array([g[1] for g in identities], dtype=np.int64), n_times),
         "uuid": np.repeat(np.array([g[2] for g in identities], dtype=object), n_times),
-        "timestamp": np.tile(times, n_gpus),
     }
-    present = np.zeros(size, dtype=bool)
-    for metric, parts in cells.items():
-        column = np.full(size, np.nan)
-        for index, slot, values in parts:
-            position = index * n_times + slot
-            # Several series per GPU (pod labels change, both DCGM names): keep the largest value.
-            current = column[position]
-            column[position] = np.where(np.isnan(current), values, np.fmax(current, values))
-        present |= ~np.isnan(column)
-        columns[metric] = column
-    columns["present"] = present.astype(np.int64)
-    # One constructor call: adding columns one by one re-builds the column index each time.
-    return pd.DataFrame(columns)
+    values = np.full((len(cells), n_gpus * n_times), np.nan)
+    for column, cell in zip(values, cells.values(), strict=True):
+        # Several series per GPU (pod labels change, both DCGM names): keep the largest value (fmax: a NaN
+        # loses to a number).
+        np.fmax.at(column, cell.index * n_times + cell.slot, cell.value)
+    present = (~np.isnan(values)).any(axis=0).astype(np.int64)
+    return _grid_frame(keys, np.tile(times, n_gpus), names=list(cells), values=values, present=present)
+
+
+def _grid_frame(
+    keys: Mapping[str, Any],
+    timestamps: npt.NDArray[np.float64],
+    *,
+    names: Sequence[str],
+    values: npt.NDArray[np.float64],
+    present: npt.NDArray[np.int64],
+) -> pd.DataFrame:
+    """The frame: `keys`, timestamp, a column per name (a row of `values`), present. The samples are not
+    copied: pandas keeps float columns as one (columns x rows) block, which `values` already is."""
+    frame = pd.DataFrame(values.T, columns=list(names), copy=False)
+    for position, (key, column) in enumerate(keys.items()):
+        frame.insert(position, key, column)
+    frame.insert(len(keys), "timestamp", timestamps)
+    frame["present"] = present
+    return frame
 
 
 class RecentWindow:
-    """The last `lookback` of samples, refreshed incrementally: each `refresh(now)` reads only new steps."""
+    """The last `lookback` of samples, refreshed incrementally: each `refresh(now)` reads only new steps.
+
+    The window is a full grid: every GPU seen has a row at every instant (present=0 where it has no sample),
+    GPU after GPU, instants in order. A refresh drops the instants that left the look-back and appends the
+    new ones by array copies (`_extend_grid`), never re-matching the whole window row by row; a read that
+    is not such a grid (a `Reader` subclass's) is merged in by `_fill_grid`, the general way, instead.
+    """
 
     def __init__(self, reader: Reader) -> None:
         self.reader = reader
         self._frame: pd.DataFrame | None = None
         self._until: float | None = None
+        self._times: npt.NDArray[np.float64] | None = None  # the window's instants, while it is a grid
 
     def refresh(self, now: datetime) -> pd.DataFrame:
         settings = self.reader.settings
@@ -361,25 +424,119 @@ class RecentWindow:
         oldest = now_s - settings.lookback_s
         if self._frame is None or self._until is None or self._until < oldest:
             frame = self.reader.read(datetime.fromtimestamp(oldest, UTC), _aware(now))
+            times = _grid_times(frame)
+            if times is None:
+                frame = _fill_grid(frame)
+                times = _grid_times(frame)
         else:
             start = datetime.fromtimestamp(self._until + settings.step_s, UTC)
             new = self.reader.read(start, _aware(now)) if start <= _aware(now) else self._frame.iloc[0:0]
-            frame = pd.concat([self._frame, new], ignore_index=True)
-            frame = frame[frame["timestamp"] >= oldest]
-        frame = _fill_grid(frame)
+            extended = (
+                None if self._times is None else _extend_grid(self._frame, self._times, new, oldest=oldest)
+            )
+            if extended is None:
+                frame = pd.concat([self._frame, new], ignore_index=True)
+                frame = _fill_grid(frame[frame["timestamp"] >= oldest])
+                times = _grid_times(frame)
+            else:
+                frame, times = extended
         if len(frame):
             self._until = float(frame["timestamp"].max())
         self._frame = frame.reset_index(drop=True)
+        self._times = times
         return self._frame
+
+
+_KEYS = ("node", "gpu", "uuid")
 
 
 def _fill_grid(frame: pd.DataFrame) -> pd.DataFrame:
     """Every GPU seen gets a row at every instant (present=0 where it has none): a gap is a feature."""
     if frame.empty:
         return frame
-    gpus = frame[["node", "gpu", "uuid"]].drop_duplicates()
+    gpus = frame[list(_KEYS)].drop_duplicates()
     times = pd.DataFrame({"timestamp": np.unique(frame["timestamp"].to_numpy())})
     full = gpus.merge(times, how="cross")
-    merged = full.merge(frame, on=["node", "gpu", "uuid", "timestamp"], how="left")
+    merged = full.merge(frame, on=[*_KEYS, "timestamp"], how="left")
     merged["present"] = merged["present"].fillna(0).astype(np.int64)
     return merged
+
+
+def _grid_times(frame: pd.DataFrame) -> npt.NDArray[np.float64] | None:
+    """The instants of `frame` if it is a full grid as `_fill_grid` makes one — rows GPU after GPU, each GPU
+    once, all at the same increasing instants, then the sample columns (float) and `present` (int) — else
+    None. `Reader.read` returns such grids."""
+    n = len(frame)
+    columns = list(frame.columns)
+    if n == 0 or columns[:4] != [*_KEYS, "timestamp"] or columns[-1] != "present":
+        return None
+    if frame["present"].dtype != np.int64 or frame["timestamp"].dtype != np.float64:
+        return None
+    if any(frame[name].dtype != np.float64 for name in columns[4:-1]):
+        return None
+    t = frame["timestamp"].to_numpy()
+    backwards = np.flatnonzero(t[1:] <= t[:-1])
+    k = int(backwards[0]) + 1 if len(backwards) else n
+    if n % k or not np.array_equal(t.reshape(-1, k), np.broadcast_to(t[:k], (n // k, k))):
+        return None
+    for key in _KEYS:
+        values = frame[key].to_numpy().reshape(-1, k)
+        if not (values == values[:, :1]).all():
+            return None
+    if frame[list(_KEYS)].iloc[::k].duplicated().any():
+        return None
+    return t[:k].copy()
+
+
+def _extend_grid(
+    window: pd.DataFrame, times: npt.NDArray[np.float64], new: pd.DataFrame, *, oldest: float
+) -> tuple[pd.DataFrame, npt.NDArray[np.float64]] | None:
+    """`window` (a grid at `times`) less the instants before `oldest`, with `new` (a read of later instants)
+    appended, and its instants: what `_fill_grid` of both makes, by array copies. GPUs first seen in `new`
+    come last, missing (present=0) at the older instants; GPUs absent from `new` are missing at the new.
+    None when `new` is not a grid of the same columns after the window's last instant."""
+    first = int(np.searchsorted(times, oldest))  # the instants before it leave the window
+    if not len(new):
+        if first == 0:
+            return window, times
+        new_times = times[:0]
+    else:
+        grid = _grid_times(new)
+        if grid is None or grid[0] <= times[-1] or not new.dtypes.equals(window.dtypes):
+            return None
+        new_times = grid
+    k_old, k_new = len(times), len(new_times)
+    n_old, n_new = len(window) // k_old, len(new) // k_new if k_new else 0
+    instants = np.concatenate([times[first:], new_times])
+    k_kept = k_old - first
+    old_gpus = window[list(_KEYS)].iloc[::k_old]
+    new_gpus = new[list(_KEYS)].iloc[::k_new] if k_new else old_gpus.iloc[:0]
+    row_of = {gpu: i for i, gpu in enumerate(old_gpus.itertuples(index=False, name=None))}
+    rows = np.empty(n_new, dtype=np.int64)
+    added: list[int] = []
+    for j, gpu in enumerate(new_gpus.itertuples(index=False, name=None)):
+        row = row_of.get(gpu)
+        if row is None:
+            row = row_of[gpu] = n_old + len(added)
+            added.append(j)
+        rows[j] = row
+    gpus = pd.concat([old_gpus, new_gpus.iloc[added]], ignore_index=True)
+    n_gpus = len(gpus)
+
+    def extended(column: str, out: npt.NDArray[Any], missing: float) -> None:
+        block = out.reshape(n_gpus, len(instants))
+        block[:n_old, :k_kept] = window[column].to_numpy().reshape(n_old, k_old)[:, first:]
+        block[n_old:, :k_kept] = missing
+        block[:, k_kept:] = missing
+        if k_new:
+            block[rows, k_kept:] = new[column].to_numpy().reshape(n_new, k_new)
+
+    names = list(window.columns[4:-1])
+    values = np.empty((len(names), n_gpus * len(instants)))
+    for name, out in zip(names, values, strict=True):
+        extended(name, out, np.nan)
+    present = np.empty(n_gpus * len(instants), dtype=np.int64)
+    extended("present", present, 0)
+    keys = {key: gpus[key].repeat(len(instants)).array for key in _KEYS}
+    timestamps = np.tile(instants, n_gpus)
+    return _grid_frame(keys, timestamps, names=names, values=values, present=present), instants
