@@ -437,7 +437,15 @@ def judge(
         "holdout": _holdout_view(new),
     }
     if current is None:
-        return Promotion(promoted=True, reason="no current model", current=None, **common)
+        # Nothing to beat, but a model that misses its own precision target would act on false alarms:
+        # rules-only is the safer state to stay in.
+        target = challenger.card.target_precision
+        precision = new.precision if np.isfinite(new.precision) else 0.0
+        if precision < target:
+            reason = f"no current model, and the challenger's holdout precision {precision:.3f} is below its target {target:.2f}"
+            return Promotion(promoted=False, reason=reason, current=None, **common)
+        reason = f"no current model; the challenger's holdout precision {precision:.3f} meets its target {target:.2f}"
+        return Promotion(promoted=True, reason=reason, current=None, **common)
     old = evaluate.evaluate(current.decision_scores(holdout), holdout, threshold=current.card.act)
     common.update(current=_summary(old), current_version=current.card.version)
     new_value, old_value = _metric(new, metric), _metric(old, metric)

@@ -165,9 +165,20 @@ def test_promotion_needs_no_more_false_alarms(
 def test_first_model_is_promoted_when_there_is_none(
     tmp_path: Path, make_model: ModelFactory, holdout: evaluate.EvalSet
 ) -> None:
-    result = registry.promote_if_better(make_model(), None, holdout, models_dir=tmp_path)
-    assert result.promoted
+    first = with_card(make_model(act=0.8), target_precision=0.8)  # the bar is the card's own target
+    result = registry.promote_if_better(first, None, holdout, models_dir=tmp_path)
+    assert result.promoted, result.reason
     assert registry.read_pointer(tmp_path)["current"] == "v1"
+
+
+def test_a_first_model_below_its_precision_target_is_not_installed(
+    tmp_path: Path, make_model: ModelFactory, holdout: evaluate.EvalSet
+) -> None:
+    """With nothing to beat, the bar is the model's own target: an eager one stays out (rules-only)."""
+    result = registry.promote_if_better(make_model(act=0.05), None, holdout, models_dir=tmp_path)
+    assert not result.promoted
+    assert "below its target 0.90" in result.reason
+    assert not (tmp_path / registry.POINTER_FILE).exists()
 
 
 def test_a_crash_while_swapping_leaves_the_old_model_current(
