@@ -20,11 +20,13 @@ from app.config import rules
 from app.config.settings import PredictionSettings
 from app.obs.metrics import Metrics
 from app.predict import prometheus as predict_prometheus
+from app.predict import registry as predict_registry
 from app.predict import service as predict_service
 from app.store import codec, inbox, journal
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 10.0
+SHIPPED_MODELS = PredictionSettings().models_dir  # the install's models/, whatever models_dir is set to
 
 
 class Scoring:
@@ -72,6 +74,7 @@ class Scoring:
             await asyncio.shield(self._loading)
 
     async def _load_and_schedule(self) -> None:
+        await asyncio.to_thread(self._seed)
         await asyncio.to_thread(self.service.reload)  # says loudly when the model is missing or bad
         self._export_card()
         if not self._settings.prometheus_url:
@@ -91,6 +94,19 @@ class Scoring:
         )
         scheduler.start()
         self._scheduler = scheduler
+
+    def _seed(self) -> None:
+        """A fresh, writable models directory starts from the shipped model (retraining then improves it)."""
+        if not self._settings.seed_from_shipped:
+            return
+        source = SHIPPED_MODELS
+        try:
+            version = predict_registry.seed(self._settings.models_dir, source)
+        except (predict_registry.ModelUnavailable, OSError) as exc:
+            log.error("could not seed %s from %s: %s", self._settings.models_dir, source, exc)
+            return
+        if version is not None:
+            log.info("risk model %s copied from %s into %s", version, source, self._settings.models_dir)
 
     def reload(self) -> None:
         """Load the current model again (after a promotion or a rollback) and export its card. Blocking."""

@@ -116,6 +116,9 @@ class PredictionSettings(BaseModel):
 
     enabled: bool = True
     models_dir: Path = RULES_DIR.parent / "models"
+    # When models_dir has no model yet (a fresh volume that retraining will write to), copy in the model
+    # shipped with Sickbay first (its `models/`), so scoring starts from it rather than rules-only.
+    seed_from_shipped: bool = False
     prometheus_url: str | None = None
     interval_s: float = Field(default=300.0, gt=0)
     lookback_s: float = Field(default=7 * 86400.0, gt=0)

@@ -375,6 +375,30 @@ def install(models_dir: Path, model: RiskModel) -> RiskModel:
     return saved
 
 
+def seed(models_dir: Path, source: Path) -> str | None:
+    """Copy `source`'s current model into an empty `models_dir` and make it current there; returns its
+    version, or None when `models_dir` already has a model (never overwritten) or is `source` itself.
+    The copy is checked like any load, so a damaged source seeds nothing."""
+    if models_dir.resolve() == source.resolve() or (models_dir / POINTER_FILE).exists():
+        return None
+    model = load_current(source)
+    version = model.card.version
+    models_dir.mkdir(parents=True, exist_ok=True)
+    if not _version_dir(models_dir, version).exists():
+        staging = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=models_dir))
+        try:
+            for name in (MODEL_FILE, CARD_FILE):
+                shutil.copyfile(_version_dir(source, version) / name, staging / name)
+                (staging / name).chmod(0o644)
+            staging.chmod(0o755)
+            os.rename(staging, _version_dir(models_dir, version))
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    activate(models_dir, version)
+    return version
+
+
 def rollback(models_dir: Path) -> str:
     """Make the previous version current again; returns it."""
     pointer = read_pointer(models_dir)

@@ -239,3 +239,28 @@ def test_a_pointer_cannot_escape_the_models_directory(tmp_path: Path) -> None:
     (tmp_path / "CURRENT.json").write_text(json.dumps({"current": "../elsewhere"}))
     with pytest.raises(registry.ModelUnavailable, match="bad version name"):
         registry.load_current(tmp_path)
+
+
+def test_seeding_copies_the_current_model_into_an_empty_directory_only(
+    tmp_path: Path, make_model: ModelFactory
+) -> None:
+    shipped = tmp_path / "shipped"
+    registry.install(shipped, make_model(version="shipped-v1"))
+    volume = tmp_path / "volume"
+    assert registry.seed(volume, shipped) == "shipped-v1"
+    assert registry.load_current(volume).card.version == "shipped-v1"
+
+    registry.install(volume, make_model(version="retrained", seed=1))
+    assert registry.seed(volume, shipped) is None, "a directory with a model is never overwritten"
+    assert registry.read_pointer(volume)["current"] == "retrained"
+    assert registry.seed(shipped, shipped) is None
+
+
+def test_seeding_from_a_damaged_model_seeds_nothing(tmp_path: Path, make_model: ModelFactory) -> None:
+    shipped = tmp_path / "shipped"
+    saved = registry.install(shipped, make_model(version="v1"))
+    assert saved.path is not None
+    (saved.path / registry.MODEL_FILE).write_bytes(b"not a model")
+    with pytest.raises(registry.ModelUnavailable):
+        registry.seed(tmp_path / "volume", shipped)
+    assert not (tmp_path / "volume" / registry.POINTER_FILE).exists()

@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry
 from app import domain
 from app.config.settings import PredictionSettings
 from app.obs.metrics import create_metrics
-from app.predict import score, service
-from app.schedule import Scoring
+from app.predict import registry, score, service
+from app.schedule import SHIPPED_MODELS, Scoring
 from app.store import inbox, journal
 
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
@@ -56,4 +56,20 @@ async def test_a_cycle_exports_journals_and_enqueues(tmp_path: Path) -> None:
         assert '"sickbay_class":"at-risk"' in rows[0].payload.replace(" ", "")
     finally:
         await db.close()
+        await box.close()
+
+
+async def test_a_fresh_models_volume_starts_from_the_shipped_model(tmp_path: Path) -> None:
+    box = await inbox.Inbox.open(tmp_path / "sickbay.db")
+    try:
+        settings = PredictionSettings(models_dir=tmp_path / "volume", seed_from_shipped=True)
+        scoring = Scoring(settings, box=box, metrics=create_metrics(CollectorRegistry()))
+        await scoring.start()
+        await scoring.loaded()
+        shipped = registry.read_pointer(SHIPPED_MODELS)["current"]
+        assert scoring.service.model is not None
+        assert scoring.service.model.card.version == shipped
+        assert registry.read_pointer(tmp_path / "volume")["current"] == shipped
+        await scoring.stop()
+    finally:
         await box.close()
