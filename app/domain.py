@@ -321,6 +321,12 @@ class Plan:
     summary: str
     actions: tuple[Action, ...] = ()
 
+    @classmethod
+    def record_only(cls, fault: Fault, now: datetime, summary: str) -> Plan:
+        """A plan that acts on nothing: the fault is journaled with why."""
+        record = Action(kind=ActionKind.RECORD, track=Track.RECORD, node=fault.node, reason=fault.reason)
+        return cls(fault=fault, decided_at=now, summary=summary, actions=(record,))
+
     def track(self, track: Track) -> tuple[Action, ...]:
         return tuple(a for a in self.actions if a.track is track)
 

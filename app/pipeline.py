@@ -62,10 +62,6 @@ INTERNAL_SOURCES = frozenset({SignalSource.ALLOCATABLE.value, SignalSource.PREDI
 _NO_CLUSTER_NEEDED = frozenset({FaultClass.IGNORE, FaultClass.DEPENDS})
 
 
-def internal_record(signal: Signal) -> inbox.Record:
-    return inbox.record_of(signal, payload=codec.signal_json(signal))
-
-
 @dataclass(frozen=True)
 class Processed:
     fault: Fault

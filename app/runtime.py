@@ -240,7 +240,7 @@ async def _actuators(
     )
 
     async def emit(signal: Signal) -> None:
-        await box.append([pipeline.internal_record(signal)])
+        await box.append([inbox.record_of(signal)])
 
     services.gates = gates
     services.reconciler = Reconciler(

@@ -22,7 +22,7 @@ from app.obs.metrics import Metrics
 from app.predict import prometheus as predict_prometheus
 from app.predict import registry as predict_registry
 from app.predict import service as predict_service
-from app.store import codec, inbox, journal
+from app.store import inbox, journal
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 10.0
@@ -121,9 +121,7 @@ class Scoring:
         await self._journal_risks(cycle)
         signals = self.service.signals(cycle)
         if signals:
-            await self._box.append(
-                [inbox.record_of(signal, payload=codec.signal_json(signal)) for signal in signals]
-            )
+            await self._box.append([inbox.record_of(signal) for signal in signals])
 
     async def _journal_risks(self, cycle: predict_service.Cycle) -> None:
         """Keep what the model saw at warn and above; a journal fault loses this record, not the cycle."""

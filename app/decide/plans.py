@@ -33,18 +33,22 @@ def plan_for(
     if fault.fault_class is FaultClass.AT_RISK:
         return proactive.plan_at_risk(fault, policy=policy, now=now, situation=situation)
     if not fault.signal.firing:
-        return _record(
+        return Plan.record_only(
             fault, now, "resolved signal: recorded; release is decided by reconciliation, not here"
         )
     if node is None:
-        return _record(fault, now, "the signal names no node, so there is nothing to act on: recorded")
+        return Plan.record_only(
+            fault, now, "the signal names no node, so there is nothing to act on: recorded"
+        )
     if fault.rule == DUPLICATE_RULE:
-        return _record(fault, now, "already reported through the other path: recorded, not acted on twice")
+        return Plan.record_only(
+            fault, now, "already reported through the other path: recorded, not acted on twice"
+        )
     if situation.node is not None and not situation.node.managed:
-        return _record(fault, now, f"{node} is opted out ({footprint.MANAGED}=false): recorded only")
+        return Plan.record_only(fault, now, f"{node} is opted out ({footprint.MANAGED}=false): recorded only")
     match fault.fault_class:
         case FaultClass.IGNORE | FaultClass.DEPENDS:
-            return _record(fault, now, "informational: recorded as a feature for the model")
+            return Plan.record_only(fault, now, "informational: recorded as a feature for the model")
         case FaultClass.RESTART_WORKLOAD | FaultClass.TRANSIENT:
             return _transient(fault, policy=policy, now=now, situation=situation)
         case FaultClass.RESET_GPU | FaultClass.REBOOT_NODE | FaultClass.REPLACE:
@@ -66,15 +70,6 @@ def plan_for(
             )
         case FaultClass.AT_RISK:  # planned above, resolved signals included
             raise AssertionError("unreachable")
-
-
-def _record(fault: Fault, now: datetime, summary: str) -> Plan:
-    return Plan(
-        fault=fault,
-        decided_at=now,
-        summary=summary,
-        actions=(Action(kind=ActionKind.RECORD, track=Track.RECORD, node=fault.node, reason=fault.reason),),
-    )
 
 
 def _transient(fault: Fault, *, policy: rules.Policy, now: datetime, situation: Situation) -> Plan:
@@ -100,7 +95,7 @@ def _transient(fault: Fault, *, policy: rules.Policy, now: datetime, situation: 
             )
             return _hardware(escalated, policy=policy, now=now, situation=situation)
     if ref is None:
-        return _record(
+        return Plan.record_only(
             fault,
             now,
             f"{fault.fault_class.value} without a pod on the signal: recorded, re-checked on repeat",
@@ -154,7 +149,9 @@ def _hardware(fault: Fault, *, policy: rules.Policy, now: datetime, situation: S
     remediation = REMEDIATION[cls]
     if situation.node is not None and not footprint.needs_quarantine(situation.node, cls):
         current = footprint.quarantined_class(situation.node)
-        return _record(fault, now, f"{node} is already quarantined for {current.value if current else '?'}")
+        return Plan.record_only(
+            fault, now, f"{node} is already quarantined for {current.value if current else '?'}"
+        )
     actions = [
         Action(
             kind=ActionKind.QUARANTINE,

@@ -27,10 +27,10 @@ def plan_at_risk(fault: Fault, *, policy: rules.Policy, now: datetime, situation
     node = fault.node
     known = situation.node
     if node is None:
-        return _record(fault, now, "the risk names no node, so there is nothing to act on: recorded")
+        return Plan.record_only(fault, now, "the risk names no node, so there is nothing to act on: recorded")
     quarantined = footprint.quarantined_class(known) if known is not None else None
     if quarantined is not None:
-        return _record(
+        return Plan.record_only(
             fault,
             now,
             f"{node} is quarantined for {quarantined.value}: the at-risk ladder leaves it alone "
@@ -41,14 +41,14 @@ def plan_at_risk(fault: Fault, *, policy: rules.Policy, now: datetime, situation
         return _clear(fault, now=now, tainted=tainted)
     # Removing our own taint once the risk is gone is fine on an opted-out node; adding one is not.
     if known is not None and not known.managed:
-        return _record(fault, now, f"{node} is opted out ({footprint.MANAGED}=false): recorded only")
+        return Plan.record_only(fault, now, f"{node} is opted out ({footprint.MANAGED}=false): recorded only")
     wanted = level_of(fault.signal)
     if wanted is None or wanted is RiskLevel.NONE:
-        return _record(fault, now, "the risk signal carries no warn or act level: recorded")
+        return Plan.record_only(fault, now, "the risk signal carries no warn or act level: recorded")
     level, held = _within_budget(wanted, node=node, policy=policy, situation=situation)
     if known is not None and footprint.at_risk_level(known) is level:
         stays = f"; {held}" if held else ""
-        return _record(
+        return Plan.record_only(
             fault, now, f"{node} already carries {footprint.at_risk_taint(level)}: nothing to change{stays}"
         )
     why = describe_risk(fault.signal)
@@ -180,7 +180,9 @@ def _clear(fault: Fault, *, now: datetime, tainted: bool | None) -> Plan:
     node = fault.node
     score = _annotation(fault.signal, "score")
     if tainted is False:
-        return _record(fault, now, f"the risk on {node} is gone and it carries no at-risk taint: recorded")
+        return Plan.record_only(
+            fault, now, f"the risk on {node} is gone and it carries no at-risk taint: recorded"
+        )
     return Plan(
         fault=fault,
         decided_at=now,
@@ -209,12 +211,3 @@ def _summary(node: str, level: RiskLevel, held: str, actions: list[Action], situ
     if situation.proactive is None:
         text += " (the proactive budget is checked when acting)"
     return text
-
-
-def _record(fault: Fault, now: datetime, summary: str) -> Plan:
-    return Plan(
-        fault=fault,
-        decided_at=now,
-        summary=summary,
-        actions=(Action(kind=ActionKind.RECORD, track=Track.RECORD, node=fault.node, reason=fault.reason),),
-    )

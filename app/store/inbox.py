@@ -20,6 +20,7 @@ from pathlib import Path
 import aiosqlite
 
 from app.domain import Signal
+from app.store import codec
 
 log = logging.getLogger(__name__)
 _LOOKUP_CHUNK = 500  # fingerprints per dedup lookup, well under SQLite's bound-parameter limit
@@ -62,15 +63,16 @@ class Record:
     received_at: str
 
 
-def record_of(signal: Signal, *, payload: str) -> Record:
-    """The inbox row of a signal Sickbay made itself (a capacity drop, a risk change)."""
+def record_of(signal: Signal, *, payload: str | None = None) -> Record:
+    """The inbox row of a signal: `payload` is the validated JSON it came as (an agent event); a signal
+    Sickbay made itself (a capacity drop, a risk change) is stored serialised."""
     return Record(
         source=signal.source.value,
         fingerprint=signal.fingerprint,
         starts_at=signal.starts_at.isoformat(),
         status=signal.status.value,
         node=signal.node,
-        payload=payload,
+        payload=codec.signal_json(signal) if payload is None else payload,
         received_at=signal.received_at.isoformat(),
     )
 

@@ -14,9 +14,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from app import domain, pipeline
+from app import domain
 from app.decide import footprint
 from app.predict import score, service
+from app.store import inbox
 from tests.integration.remediation_world import World, eventually, open_world, write_policy
 
 pytestmark = pytest.mark.slow
@@ -60,7 +61,7 @@ class Risks:
         box = self._world.services.inbox
         assert box is not None
         if signals:
-            await box.append([pipeline.internal_record(s) for s in signals])
+            await box.append([inbox.record_of(s) for s in signals])
         return signals
 
 
