@@ -21,7 +21,6 @@ import contextlib
 import json
 import multiprocessing
 import os
-import platform
 import signal
 import socket
 import sqlite3
@@ -42,6 +41,8 @@ from aiohttp import web
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
+
+from tests.perf import machine
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "out" / "bench" / "intake.json"
@@ -491,11 +492,7 @@ def main(argv: Sequence[str] | None = None) -> Group:
     report = {
         "benchmark": "intake",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
+        "machine": machine.describe(),
         "config": {
             "connections": args.connections,
             "alerts_per_request": ALERTS_PER_REQUEST,

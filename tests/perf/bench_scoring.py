@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -54,6 +53,7 @@ from rich.text import Text
 
 from app.predict import features, prometheus, service
 from app.sim.fleet import backfill
+from tests.perf import machine
 from tests.prom import backfilled_prometheus
 
 REPO = Path(__file__).resolve().parents[2]
@@ -363,13 +363,7 @@ def main(argv: Sequence[str] | None = None) -> Group:
     report = {
         "benchmark": "scoring",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average_at_start": load_at_start,
-            "load_average_at_end": os.getloadavg(),
-        },
+        "machine": machine.describe(load_at_start),
         "config": {
             "lookback_hours": args.lookback_hours,
             "step_s": STEP_S,

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -47,6 +46,7 @@ from threadpoolctl import threadpool_info, threadpool_limits  # type: ignore[imp
 from app.predict import train
 from app.sim.fleet import datasets
 from app.sim.fleet.params import FailureRates, SimConfig
+from tests.perf import machine
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "out" / "bench" / "training.json"
@@ -200,13 +200,7 @@ def main(argv: Sequence[str] | None = None) -> Group:
     report = {
         "benchmark": "training",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average_at_start": load_at_start,
-            "load_average_at_end": os.getloadavg(),
-        },
+        "machine": machine.describe(load_at_start),
         "config": {"max_iter": args.max_iter, "threads": args.threads or "all", "jitter": JITTER},
         "pool": pool,
         "rows": [asdict(row) for row in rows],
