@@ -30,7 +30,8 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -324,14 +325,31 @@ def _write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     _fsync_dir(path.parent)
 
 
+@contextmanager
+def _new_version(models_dir: Path, version: str) -> Iterator[Path]:
+    """A private staging directory, filled by the caller, that becomes `models_dir/version` in one rename
+    when the block ends (or vanishes if it fails): a reader never sees half a version."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=models_dir))
+    try:
+        yield staging
+        # mkdtemp/mkstemp make private files; a model is meant to be read by the service and operators.
+        for path in staging.iterdir():
+            path.chmod(0o644)
+        staging.chmod(0o755)
+        os.rename(staging, _version_dir(models_dir, version))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _fsync_dir(models_dir)
+
+
 def save(models_dir: Path, model: RiskModel) -> RiskModel:
     """Write a new version directory (model + card with its sha256) atomically; does not activate it."""
     models_dir.mkdir(parents=True, exist_ok=True)
     final = _version_dir(models_dir, model.card.version)
     if final.exists():
         raise FileExistsError(f"model version {model.card.version} already exists in {models_dir}")
-    staging = Path(tempfile.mkdtemp(prefix=f".{model.card.version}.", dir=models_dir))
-    try:
+    with _new_version(models_dir, model.card.version) as staging:
         model_path = staging / MODEL_FILE
         sio.dump(model.estimator, model_path)
         card = replace(
@@ -343,15 +361,6 @@ def save(models_dir: Path, model: RiskModel) -> RiskModel:
             numpy_version=np.__version__,
         )
         _write_atomic(staging / CARD_FILE, card.to_json().encode())
-        # mkdtemp/mkstemp make private files; a model is meant to be read by the service and operators.
-        for path in (model_path, staging / CARD_FILE):
-            path.chmod(0o644)
-        staging.chmod(0o755)
-        os.rename(staging, final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    _fsync_dir(models_dir)
     return RiskModel(card=card, estimator=model.estimator, path=final)
 
 
@@ -385,16 +394,9 @@ def seed(models_dir: Path, source: Path) -> str | None:
     version = model.card.version
     models_dir.mkdir(parents=True, exist_ok=True)
     if not _version_dir(models_dir, version).exists():
-        staging = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=models_dir))
-        try:
-            for name in (MODEL_FILE, CARD_FILE):
+        with _new_version(models_dir, version) as staging:
+            for name in (model.card.model_file, CARD_FILE):
                 shutil.copyfile(_version_dir(source, version) / name, staging / name)
-                (staging / name).chmod(0o644)
-            staging.chmod(0o755)
-            os.rename(staging, _version_dir(models_dir, version))
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
     activate(models_dir, version)
     return version
 
