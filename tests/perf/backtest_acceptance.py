@@ -33,9 +33,8 @@ from typing import Any
 
 from app.predict import cli as predict_cli
 from app.predict import dataset
-from app.sim.fleet import datasets
-from app.sim.fleet.params import FailureRates, SimConfig
 from tests import prom
+from tests.predict import conftest as predict_datasets
 
 DAY = 86400.0
 REPO = Path(__file__).resolve().parents[2]
@@ -93,16 +92,7 @@ TARGETS: tuple[Target, ...] = (
 def simulate(out: Path, *, nodes: int, days: float, seed: int, rate_multiplier: float) -> Path:
     if (out / "truth.json").exists():
         return out  # made by an earlier run with the same arguments
-    datasets.write_dataset(
-        out,
-        nodes=nodes,
-        duration_s=days * DAY,
-        step_s=300.0,
-        seed=seed,
-        config=SimConfig(rates=FailureRates(rate_multiplier=rate_multiplier)),
-        formats=("parquet",),
-    )
-    return out
+    return predict_datasets.simulate(out, nodes=nodes, days=days, seed=seed, rate_multiplier=rate_multiplier)
 
 
 def free_port() -> int:
