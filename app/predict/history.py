@@ -166,23 +166,22 @@ def merge(*tables: pd.DataFrame) -> pd.DataFrame:
     if not parts:
         return empty()
     both = pd.concat(parts, ignore_index=True).sort_values(["node", "gpu", "failure_time"], kind="stable")
-    gap = both.groupby(["node", "gpu"], sort=False)["failure_time"].diff()
-    keep = gap.isna() | (gap > SAME_FAILURE_S)
-    return both.loc[keep.to_numpy()].reset_index(drop=True)[list(FAILURE_COLUMNS)]
+    return _merge_nearby(both)[list(FAILURE_COLUMNS)]
 
 
 def _table(rows: list[dict[str, Any]], *, prefix: str) -> pd.DataFrame:
     if not rows:
         return empty()
     out = pd.DataFrame(rows).sort_values(["node", "gpu", "failure_time"], kind="stable")
-    out = merge_nearby(out)
+    out = _merge_nearby(out)
     out.insert(0, "id", [f"{prefix}{i + 1:05d}" for i in range(len(out))])
     out["precursor_start"] = np.nan
     out["pending"] = False
     return out[list(FAILURE_COLUMNS)].reset_index(drop=True)
 
 
-def merge_nearby(table: pd.DataFrame) -> pd.DataFrame:
+def _merge_nearby(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows sorted by slot and time, less those within `SAME_FAILURE_S` of the slot's row before."""
     gap = table.groupby(["node", "gpu"], sort=False)["failure_time"].diff()
     return table.loc[(gap.isna() | (gap > SAME_FAILURE_S)).to_numpy()].reset_index(drop=True)
 
