@@ -195,7 +195,7 @@ def _explain(args: argparse.Namespace) -> int:
         return 2
     now = datetime.now(UTC)
     try:
-        batch = explaining.parse_payload(raw, keys=signals.NodeKeys(settings.node_label_keys), now=now)
+        batch = explaining.parse_payload(raw, keys=signals.NodeKeys.of(settings), now=now)
     except explaining.ExplainError as exc:
         print(f"sickbay: {args.payload}: {exc}", file=sys.stderr)
         return 2

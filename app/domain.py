@@ -84,6 +84,8 @@ class Signal:
     uuid: str | None = None
     xid: int | None = None
     pod: PodRef | None = None
+    # Where `pod` came from: the label that named it (`exported_pod`, `pod_name`, `pod`), or `agent`.
+    pod_label: str | None = None
     ends_at: datetime | None = None
     labels: Pairs = ()
     annotations: Pairs = ()
@@ -217,6 +219,8 @@ class PodState:
     owners: tuple[OwnerRef, ...] = ()
     gpu_request: int = 0
     resource_version: str = ""
+    # metadata.deletionTimestamp is set: the pod is Terminating (its grace period runs), not yet gone.
+    deleting: bool = False
 
     @property
     def ref(self) -> PodRef:
@@ -296,6 +300,10 @@ class ActionKind(StrEnum):
     TAINT_AT_RISK = "taint-at-risk"
     CLEAR_AT_RISK = "clear-at-risk"
     REQUEST_CHECKPOINT = "request-checkpoint"
+    # Transient signals: look again later while it fires; make a lasting one visible on the node.
+    RECHECK = "recheck"
+    RAISE_CONDITION = "raise-condition"
+    CLEAR_CONDITION = "clear-condition"
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,12 +328,15 @@ class Plan:
     decided_at: datetime
     summary: str
     actions: tuple[Action, ...] = ()
+    # The workload the fault is attributed to (a group key such as `jobset:ns/name`, or `pod:ns/name`):
+    # journaled, so that "the fault follows the GPU" can count distinct workloads later.
+    workload: str | None = None
 
     @classmethod
-    def record_only(cls, fault: Fault, now: datetime, summary: str) -> Plan:
+    def record_only(cls, fault: Fault, now: datetime, summary: str, *, workload: str | None = None) -> Plan:
         """A plan that acts on nothing: the fault is journaled with why."""
         record = Action(kind=ActionKind.RECORD, track=Track.RECORD, node=fault.node, reason=fault.reason)
-        return cls(fault=fault, decided_at=now, summary=summary, actions=(record,))
+        return cls(fault=fault, decided_at=now, summary=summary, actions=(record,), workload=workload)
 
     def track(self, track: Track) -> tuple[Action, ...]:
         return tuple(a for a in self.actions if a.track is track)
@@ -363,3 +374,4 @@ class PastFault:
     xid: int | None
     workload: str | None
     fingerprint: str
+    name: str = ""  # the alert's name (`alertname`) or the agent event's kind

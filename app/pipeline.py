@@ -23,7 +23,7 @@ from app.act.executor import Executor
 from app.act.urgency import Urgency
 from app.classify import signals as classify
 from app.config.settings import PipelineSettings
-from app.decide import groups, plans
+from app.decide import plans
 from app.decide.situation import Situation
 from app.domain import Fault, FaultClass, Outcome, Plan, Signal, SignalSource
 from app.ingest import payloads, signals
@@ -58,7 +58,9 @@ class StoredRowError(ValueError):
 
 
 # Signals Sickbay makes itself (capacity drops, risk scores) are stored as serialised Signals.
-INTERNAL_SOURCES = frozenset({SignalSource.ALLOCATABLE.value, SignalSource.PREDICTION.value})
+INTERNAL_SOURCES = frozenset(
+    {SignalSource.ALLOCATABLE.value, SignalSource.PREDICTION.value, inbox.RECHECK_SOURCE}
+)
 _NO_CLUSTER_NEEDED = frozenset({FaultClass.IGNORE, FaultClass.DEPENDS})
 
 
@@ -211,6 +213,15 @@ class Pipeline:
             signal = signal_of(row, keys=self._keys)
         except (pydantic.ValidationError, signals.SignalError, ValueError, KeyError) as exc:
             raise StoredRowError(f"stored row no longer validates: {exc}") from exc
+        if (
+            row.source == inbox.RECHECK_SOURCE
+            and await self._journal.latest_firing(signal.fingerprint) != signal.starts_at
+        ):
+            # Resolved (or replaced by a newer firing) since the re-check was scheduled: nothing to do,
+            # and journaling it would make a resolved alert look firing again.
+            log.debug("re-check of %s on %s: no longer firing", signal.name, signal.node)
+            stale = Fault(FaultClass.TRANSIENT, signal, "no longer firing when re-checked", "recheck")
+            return Processed(fault=stale, plan=Plan.record_only(stale, self._clock(), stale.reason))
         context = await self._context(signal)
         fault = classify.classify(signal, rules_=self._rules, context=context)
         now = self._clock()
@@ -219,14 +230,14 @@ class Pipeline:
             situation = await observe.situation_of(
                 fault, kube=self._kube, journal=self._journal, policy=policy, now=now
             )
+        elif not signal.firing:
+            situation = await observe.resolved_situation(fault, journal=self._journal)
         else:
             situation = Situation.unknown()
         plan = plans.plan_for(fault, policy=policy, now=now, situation=situation)
-        pod = situation.pod(signal.pod.namespace, signal.pod.name) if signal.pod else None
-        workload = groups.workload_key(pod, signal.pod, policy.workloads)
         # The plan's fault: after an escalation it carries the class and reason that were acted on.
         fault_id, fresh = await self._journal.record(
-            inbox_seq=row.seq, fault=plan.fault, plan=plan, workload=workload
+            inbox_seq=row.seq, fault=plan.fault, plan=plan, workload=plan.workload
         )
         if fresh:
             self._metrics.faults.labels(fault_class=fault.fault_class.value, status=signal.status.value).inc()

@@ -20,7 +20,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app import alertsync, api, pipeline, retraining, schedule, status
+from app import alertsync, api, pipeline, rechecks, retraining, schedule, status
 from app.act.drain import Drainer
 from app.act.executor import Executor
 from app.act.gatekeeper import GateKeeper
@@ -173,7 +173,7 @@ async def _cluster(app: web.Application) -> AsyncIterator[None]:
         journal_=book,
         rules=services.rules,
         settings=settings.pipeline,
-        node_keys=signals.NodeKeys(settings.node_label_keys),
+        node_keys=signals.NodeKeys.of(settings),
         metrics=services.metrics,
         kube=kube,
         executor=executor,
@@ -369,6 +369,9 @@ async def _start_leading(services: Services) -> None:
         services.tasks.append(
             asyncio.create_task(_guarded(lambda: _reconcile_forever(services), "reconcile"), name="reconcile")
         )
+    services.tasks.append(
+        asyncio.create_task(_guarded(lambda: _recheck_forever(services), "recheck"), name="recheck")
+    )
     if services.settings.alertmanager_url:
         services.tasks.append(
             asyncio.create_task(
@@ -414,6 +417,15 @@ async def _reconcile_forever(services: Services) -> None:
         await asyncio.sleep(services.settings.reconcile_interval_s)
 
 
+async def _recheck_forever(services: Services) -> None:
+    """Hand due re-checks of transient signals to the pipeline (leader only, like the pipeline itself)."""
+    assert services.journal is not None
+    assert services.inbox is not None
+    while True:
+        await rechecks.enqueue_due(book=services.journal, box=services.inbox, clock=services.clock)
+        await asyncio.sleep(services.settings.pipeline.recheck_poll_s)
+
+
 async def _sync_alerts_forever(services: Services) -> None:
     """On becoming leader and then periodically: catch up with what Alertmanager says is firing."""
     settings = services.settings
@@ -427,7 +439,7 @@ async def _sync_alerts_forever(services: Services) -> None:
                 receiver=settings.alertmanager_receiver,
                 box=services.inbox,
                 book=services.journal,
-                keys=signals.NodeKeys(settings.node_label_keys),
+                keys=signals.NodeKeys.of(settings),
                 clock=services.clock,
             )
         except alertsync.AlertSyncError as exc:

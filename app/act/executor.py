@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 
 from app.act import ladder
@@ -20,10 +21,20 @@ from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
 from app.act.remediate import Remediators
 from app.act.workload import Restarter
-from app.domain import ActionKind, FaultClass, NodeState, Outcome, OutcomeStatus, Plan, RemediationState
+from app.domain import (
+    Action,
+    ActionKind,
+    FaultClass,
+    NodeState,
+    Outcome,
+    OutcomeStatus,
+    Plan,
+    RemediationState,
+)
 from app.store.journal import Journal
 
 log = logging.getLogger("app.act")
+SOFT_KINDS = frozenset({ActionKind.RECHECK, ActionKind.RAISE_CONDITION, ActionKind.CLEAR_CONDITION})
 
 
 class Executor:
@@ -60,6 +71,11 @@ class Executor:
     async def _execute(self, plan: Plan, *, fault_id: int | None, known: NodeState | None) -> list[Outcome]:
         if plan.is_noop:
             return [self._recorder.outcome(a, OutcomeStatus.RECORDED, plan.summary) for a in plan.actions]
+        soft = [a for a in plan.actions if a.kind in SOFT_KINDS]
+        if soft:  # a transient signal's plan; an escalated one carries the hardware track as well
+            others = replace(plan, actions=tuple(a for a in plan.actions if a.kind not in SOFT_KINDS))
+            done = await self._execute(others, fault_id=fault_id, known=known) if others.actions else []
+            return done + [await self._soft(a, plan) for a in soft]
         if self._paused():
             return [
                 self._recorder.outcome(a, OutcomeStatus.SKIPPED, "Sickbay is paused") for a in plan.actions
@@ -117,3 +133,16 @@ class Executor:
             )
         )
         return outcomes
+
+    async def _soft(self, action: Action, plan: Plan) -> Outcome:
+        """Re-checks are Sickbay's own bookkeeping (they run even when paused); conditions are node writes."""
+        if action.kind is ActionKind.RECHECK:
+            due = action.not_before or self._clock()
+            check = int(action.param("check") or "1")
+            await self._journal.schedule_recheck(plan.fault.signal, due=due, check=check)
+            return self._recorder.outcome(
+                action, OutcomeStatus.RECORDED, f"re-check {check} at {due.isoformat()}"
+            )
+        if self._paused():
+            return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "Sickbay is paused")
+        return await self._nodes.soft_condition(action, raise_it=action.kind is ActionKind.RAISE_CONDITION)

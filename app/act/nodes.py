@@ -277,6 +277,52 @@ class NodeWriter:
             action, OutcomeStatus.FAILED, f"gave up after {_CONFLICT_RETRIES} conflicts"
         )
 
+    async def soft_condition(self, action: Action, *, raise_it: bool) -> Outcome:
+        """Raise (True) or clear (False) the soft-fault condition, with an Event when it changes.
+
+        A lasting transient signal is made visible here, on the node, without touching its schedulability.
+        Idempotent: a condition already in the wanted state (same reason) is left alone, with no Event.
+        """
+        name = action.node
+        assert name is not None
+        kind = action.param("condition") or footprint.SOFT_CONDITION
+        try:
+            node = await self._kube.get_node(name)
+        except errors.NotFoundError:
+            return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "node not found")
+        except errors.KubeError as exc:
+            return self._recorder.outcome(action, OutcomeStatus.FAILED, f"cannot read the node: {exc}")
+        if not node.managed:
+            return self._recorder.outcome(
+                action, OutcomeStatus.SKIPPED, "node opted out (sickbay.io/managed=false)"
+            )
+        current = node.condition(kind)
+        if raise_it:
+            wanted = footprint.soft_condition(
+                kind, reason=action.param("reason") or "SoftFault", message=action.reason, now=self._clock()
+            )
+            if current is not None and (current.status, current.reason) == ("True", wanted.reason):
+                return self._recorder.outcome(action, OutcomeStatus.SKIPPED, f"{kind} is already True")
+        else:
+            if current is None or current.status != "True":
+                return self._recorder.outcome(action, OutcomeStatus.SKIPPED, f"{kind} was not raised")
+            wanted = footprint.soft_cleared(kind, message=action.reason, now=self._clock())
+        if self._dry_run:
+            return self._recorder.outcome(
+                action, OutcomeStatus.DRY_RUN, f"would set {kind}={wanted.status} ({wanted.reason})"
+            )
+        try:
+            await self._kube.set_node_condition(name, wanted)
+        except errors.KubeError as exc:
+            return self._recorder.outcome(action, OutcomeStatus.FAILED, f"cannot set {kind}: {exc}")
+        reason = "SickbaySoftFaultPersisting" if raise_it else "SickbaySoftFaultCleared"
+        await self._recorder.node_event(
+            name, reason, f"{kind}={wanted.status}: {action.reason}", warning=raise_it
+        )
+        return self._recorder.outcome(
+            action, OutcomeStatus.APPLIED, f"{kind}={wanted.status} ({wanted.reason})"
+        )
+
     async def set_state(self, name: str, state: RemediationState, **annotations: str) -> NodeState | None:
         """Move an owned node to its next remediation state; None if it is no longer ours."""
         if self._dry_run:

@@ -34,6 +34,10 @@ async def situation_of(
             quarantines = tuple(await journal.quarantine_times(node=node_name, since=now - timedelta(days=7)))
     if kube is None or node_name is None:
         return Situation.unknown(history=history)
+    if fault.fault_class is FaultClass.TRANSIENT and policy.transient.escalate_to is None:
+        # A soft signal touches no pod and no node spec: its plan needs the history, not the cluster,
+        # and a storm of soft alerts must not spend the API budget that fatal faults need.
+        return Situation.unknown(history=history)
     try:
         # Concurrently: the fault-to-cordon latency is then one round trip for both reads.
         node, pod_list = await asyncio.gather(kube.get_node(node_name), kube.list_pods(node=node_name))
@@ -52,6 +56,15 @@ async def situation_of(
         quarantines=quarantines,
         proactive=await _proactive_fleet(fault, kube=kube),
     )
+
+
+async def resolved_situation(fault: Fault, *, journal: Journal | None) -> Situation:
+    """For a resolved soft signal: which other soft alerts still fire on its node (the condition stays)."""
+    if journal is None or fault.node is None or fault.fault_class is not FaultClass.TRANSIENT:
+        return Situation.unknown()
+    active = await journal.active_alerts(node=fault.node)
+    firing = tuple(fp for fp, cls in active if cls == FaultClass.TRANSIENT.value)
+    return Situation(node=None, soft_firing=firing)
 
 
 async def _proactive_fleet(fault: Fault, *, kube: port.KubePort) -> gates.ProactiveFleet | None:

@@ -88,6 +88,7 @@ class Reconciler:
                 if node.owned_by_sickbay:
                     await self._owned(node)
                 await self._capacity(node)
+                await self._soft_condition(node)
             except errors.KubeError as exc:
                 log.warning("reconcile: %s: %s; will try again next round", node.name, exc)
         for state, count in counts.items():
@@ -182,6 +183,29 @@ class Reconciler:
         )
         if released is not None or self._dry_run:
             self._healthy_since.pop(node.name, None)
+
+    async def _soft_condition(self, node: NodeState) -> None:
+        """Clear a soft-fault condition nothing keeps up: agent events never resolve, and a resolution
+        can be lost; it stays while any soft alert on the node still fires."""
+        transient = self._policy.transient
+        current = node.condition(transient.condition)
+        if current is None or current.status != "True" or current.last_transition is None:
+            return
+        if self._clock() - current.last_transition < transient.condition_ttl:
+            return
+        active = await self._journal.active_alerts(node=node.name)
+        if any(cls == FaultClass.TRANSIENT.value for _, cls in active):
+            return
+        if self._dry_run:
+            log.info("dry-run: would clear %s on %s", transient.condition, node.name)
+            return
+        why = f"no soft signal has fired on the node for {transient.condition_ttl}"
+        await self._kube.set_node_condition(
+            node.name, footprint.soft_cleared(transient.condition, message=why, now=self._clock())
+        )
+        await self._recorder.node_event(
+            node.name, "SickbaySoftFaultCleared", f"{transient.condition}=False: {why}"
+        )
 
     async def _capacity(self, node: NodeState) -> None:
         if node.gpu_capacity <= 0 or not node.managed:

@@ -1,7 +1,8 @@
 """The workload track: restart a pod in place (with backoff), or restart a whole gang.
 
-A restart is a delete: the pod's controller recreates it. Deletes carry the pod's UID when known, so a
-replayed plan never deletes the replacement pod that the controller already created under the same name.
+A restart is a delete: the pod's controller recreates it. Every delete carries the UID of the pod the cluster
+confirmed on the faulty GPU (decide refuses a restart it cannot confirm), so a replayed or deferred plan
+never deletes the replacement pod that the controller created under the same name.
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ class Restarter:
                 action, OutcomeStatus.DRY_RUN, "would delete the pod for its controller to recreate"
             )
         uid = action.param("uid") or None
+        if uid is None:  # decide confirms the pod and passes its UID; without one this could be any pod
+            return self._recorder.outcome(
+                action, OutcomeStatus.SKIPPED, "no confirmed pod UID on the action: not restarted"
+            )
         try:
             await self._kube.delete_pod(pod.namespace, pod.name, uid=uid)
         except errors.NotFoundError:
@@ -73,7 +78,7 @@ class Restarter:
             )
         except errors.KubeError as exc:
             return self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc))
-        await self._recorder.pod_event(pod, event_reason, action.reason, uid=uid or "")
+        await self._recorder.pod_event(pod, event_reason, action.reason, uid=uid)
         return self._recorder.outcome(action, OutcomeStatus.APPLIED, "deleted; its controller recreates it")
 
     async def stop(self) -> None:

@@ -90,6 +90,25 @@ class EscalationPolicy(_Frozen):
 
 
 HardwareClass = Literal["reset-gpu", "reboot-node", "replace"]
+
+
+class TransientPolicy(_Frozen):
+    """Soft and unknown signals: never a restart. Re-checked with the retry backoff while they fire; made
+    visible on the node (condition and Event) when they last or repeat; hardware only when said here."""
+
+    # Still firing this long after it started: the node condition is raised.
+    persist_after: Duration = timedelta(minutes=15)
+    # Or this many separate firings of the same alert on the same GPU within `escalation.window`.
+    repeats: int = Field(default=3, ge=2)
+    # The node condition's type (status True while a soft signal lasts).
+    condition: str = Field(default="GpuSoftFault", pattern=r"^[A-Za-z][A-Za-z0-9]{0,62}$")
+    # A raised condition clears when its alert resolves, or once no soft signal has fired on the node for
+    # this long (agent events never resolve).
+    condition_ttl: Duration = timedelta(hours=1)
+    # null: visibility only. A class sends a lasting or repeating soft signal to the hardware track.
+    escalate_to: HardwareClass | None = None
+
+
 GroupPolicy = Literal["requeue", "restart-gang", "leave-to-controller"]
 
 
@@ -193,6 +212,7 @@ class Policy(_Frozen):
     classification: ClassificationPolicy = ClassificationPolicy()
     retry: RetryPolicy = RetryPolicy()
     escalation: EscalationPolicy = EscalationPolicy()
+    transient: TransientPolicy = TransientPolicy()
     workloads: WorkloadPolicy = WorkloadPolicy()
     drain: DrainPolicy = DrainPolicy()
     budgets: BudgetPolicy = BudgetPolicy()

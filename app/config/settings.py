@@ -25,6 +25,9 @@ from app.config import errors
 
 CONFIG_ENV = "SICKBAY_CONFIG"
 DEFAULT_NODE_LABELS = ("node", "kubernetes_node", "Hostname", "hostname", "instance")
+# The exporters whose own pod a `pod` label names under prometheus-operator's scrape (honorLabels: false):
+# dcgm-exporter's Helm chart, the GPU Operator's DaemonSet, and Sickbay's agent.
+DEFAULT_EXPORTERS = ("dcgm-exporter", "nvidia-dcgm-exporter", "sickbay-agent")
 RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 
 
@@ -63,6 +66,8 @@ class PipelineSettings(BaseModel):
     poll_interval_s: float = Field(default=0.5, gt=0)
     # Recent signals on the same GPU that classification may use as context (XID 45 and 48, NVLink repeats).
     context_window_s: float = Field(default=3600.0, gt=0)
+    # How often due re-checks of transient signals are looked for (the backoff itself is policy: retry).
+    recheck_poll_s: float = Field(default=5.0, gt=0)
 
 
 class KubeSettings(BaseModel):
@@ -152,6 +157,9 @@ class Settings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings.model_construct, validate_default=True)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     node_label_keys: tuple[str, ...] = DEFAULT_NODE_LABELS
+    # A `pod` label equal to one of these, or to `<name>-<suffix>`, or whose `container` is one, or named
+    # after the alert's `job`, is the scrape target, never the workload (see README, "Attribution").
+    exporter_names: tuple[str, ...] = DEFAULT_EXPORTERS
     policy_file: Path = RULES_DIR / "policy.yaml"
     xid_catalog_file: Path = RULES_DIR / "xid-catalog.yaml"
     inbox: InboxSettings = InboxSettings()

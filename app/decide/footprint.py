@@ -35,6 +35,8 @@ REMEDIATION_REQUESTED_AT = "sickbay.io/remediation-requested-at"
 REMEDIATION_DONE = "sickbay.io/remediation-done"
 MANAGED = "sickbay.io/managed"
 CONDITION = "GpuHealthy"
+# A lasting soft (transient) signal; the type is a policy setting (`transient.condition`), this its default.
+SOFT_CONDITION = "GpuSoftFault"
 OUR_ANNOTATIONS = (
     REASON,
     SINCE,
@@ -202,6 +204,23 @@ def quarantined_condition(node: NodeState, fault_class: FaultClass, *, now: date
         status="False",
         reason=_camel(fault_class.value),
         message=_one_line(node.annotation(REASON) or fault_class.value)[:1000],
+        last_transition=now,
+    )
+
+
+def soft_condition(kind: str, *, reason: str, message: str, now: datetime) -> Condition:
+    """`<kind>=True`: a soft signal lasts on this node; the node stays schedulable."""
+    return Condition(
+        type=kind, status="True", reason=reason, message=_one_line(message)[:1000], last_transition=now
+    )
+
+
+def soft_cleared(kind: str, *, message: str, now: datetime) -> Condition:
+    return Condition(
+        type=kind,
+        status="False",
+        reason="NoSoftFault",
+        message=_one_line(message)[:1000],
         last_transition=now,
     )
 

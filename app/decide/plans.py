@@ -3,8 +3,10 @@
 Hardware track: quarantine the node (one patch), drain its GPU pods, hand it to a remediator; release is
 the reconciler's business, never a reaction to a resolved alert (a resolved *risk* is different: the
 proactive ladder in `proactive` removes its own taint). Workload track: requeue the affected pods,
-restart whole gangs where policy says so, or restart one pod with backoff for transient faults — escalating
-to the hardware track when the fault follows the GPU. Pure: the caller gathers the situation and `now`.
+restart whole gangs where policy says so, or — when the workload itself failed (an application XID) —
+restart the one pod the cluster confirms on that GPU, with backoff, escalating to the hardware track when
+the fault follows the GPU. A transient signal restarts nothing: `soft` re-checks it and makes a lasting
+one visible. Pure: the caller gathers the situation and `now`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from app.config import rules
-from app.decide import evictions, footprint, gates, groups, proactive, retries
+from app.decide import attribution, evictions, footprint, gates, groups, proactive, retries, soft
 from app.decide.situation import Situation
 from app.domain import Action, ActionKind, Fault, FaultClass, Plan, Track
 
@@ -32,7 +34,11 @@ def plan_for(
     node = fault.node
     if fault.fault_class is FaultClass.AT_RISK:
         return proactive.plan_at_risk(fault, policy=policy, now=now, situation=situation)
+    found = attribution.attribute(fault.signal, situation, policy.drain)
+    workload = groups.workload_key(found.pod, found.named, policy.workloads)
     if not fault.signal.firing:
+        if fault.fault_class is FaultClass.TRANSIENT and node is not None:
+            return soft.plan_resolved(fault, policy=policy.transient, now=now, situation=situation)
         return Plan.record_only(
             fault, now, "resolved signal: recorded; release is decided by reconciliation, not here"
         )
@@ -49,10 +55,20 @@ def plan_for(
     match fault.fault_class:
         case FaultClass.IGNORE | FaultClass.DEPENDS:
             return Plan.record_only(fault, now, "informational: recorded as a feature for the model")
-        case FaultClass.RESTART_WORKLOAD | FaultClass.TRANSIENT:
-            return _transient(fault, policy=policy, now=now, situation=situation)
+        case FaultClass.RESTART_WORKLOAD:
+            return _workload_failure(
+                fault, policy=policy, now=now, situation=situation, found=found, workload=workload
+            )
+        case FaultClass.TRANSIENT:
+            visible = soft.plan_firing(fault, policy=policy, now=now, situation=situation, workload=workload)
+            if isinstance(visible, soft.Escalate):
+                plan = _hardware(
+                    visible.fault, policy=policy, now=now, situation=situation, workload=workload
+                )
+                return replace(plan, actions=(*plan.actions, visible.condition))
+            return visible
         case FaultClass.RESET_GPU | FaultClass.REBOOT_NODE | FaultClass.REPLACE:
-            return _hardware(fault, policy=policy, now=now, situation=situation)
+            return _hardware(fault, policy=policy, now=now, situation=situation, workload=workload)
         case FaultClass.DRIVER_MISMATCH:
             return Plan(
                 fault=fault,
@@ -72,33 +88,38 @@ def plan_for(
             raise AssertionError("unreachable")
 
 
-def _transient(fault: Fault, *, policy: rules.Policy, now: datetime, situation: Situation) -> Plan:
+def _workload_failure(
+    fault: Fault,
+    *,
+    policy: rules.Policy,
+    now: datetime,
+    situation: Situation,
+    found: attribution.Attribution,
+    workload: str | None,
+) -> Plan:
+    """The workload itself failed: restart it with backoff, if the cluster confirms it is the GPU's pod;
+    escalate to the hardware track when the fault follows the GPU."""
     signal = fault.signal
-    ref = signal.pod
-    pod = situation.pod(ref.namespace, ref.name) if ref else None
-    workload = groups.workload_key(pod, ref, policy.workloads)
-    if fault.fault_class is FaultClass.RESTART_WORKLOAD:
-        verdict = retries.follows_the_gpu(
-            situation.history,
-            gpu=signal.gpu,
-            workload=workload,
-            fingerprint=signal.fingerprint,
-            now=now,
-            policy=policy.escalation,
-        )
-        if verdict.escalate:
-            escalated = replace(
-                fault,
-                fault_class=FaultClass(policy.escalation.escalate_to),
-                reason=f"{verdict.reason}; escalated from {fault.fault_class.value} ({fault.reason})",
-                rule="escalation",
-            )
-            return _hardware(escalated, policy=policy, now=now, situation=situation)
-    if ref is None:
-        return Plan.record_only(
+    verdict = retries.follows_the_gpu(
+        situation.history,
+        gpu=signal.gpu,
+        workload=workload,
+        fingerprint=signal.fingerprint,
+        now=now,
+        policy=policy.escalation,
+    )
+    if verdict.escalate:
+        escalated = replace(
             fault,
-            now,
-            f"{fault.fault_class.value} without a pod on the signal: recorded, re-checked on repeat",
+            fault_class=FaultClass(policy.escalation.escalate_to),
+            reason=f"{verdict.reason}; escalated from {fault.fault_class.value} ({fault.reason})",
+            rule="escalation",
+        )
+        return _hardware(escalated, policy=policy, now=now, situation=situation, workload=workload)
+    pod = found.pod
+    if pod is None:
+        return Plan.record_only(
+            fault, now, f"{fault.fault_class.value}, no pod restarted: {found.how}", workload=workload
         )
     attempt, previous = retries.restart_attempt(
         situation.history,
@@ -113,26 +134,29 @@ def _transient(fault: Fault, *, policy: rules.Policy, now: datetime, situation: 
     return Plan(
         fault=fault,
         decided_at=now,
-        summary=f"restart {ref} {when}, attempt {attempt}; the node stays in the pool",
+        summary=f"restart {pod.ref} {when}, attempt {attempt} ({found.how}); the node stays in the pool",
         actions=(
             Action(
                 kind=ActionKind.RESTART_POD,
                 track=Track.WORKLOAD,
                 node=fault.node,
-                pod=ref,
+                pod=pod.ref,
                 reason=fault.reason,
                 params=(
                     ("attempt", str(attempt)),
-                    ("uid", pod.uid if pod else ""),
+                    ("uid", pod.uid),
                     ("workload", workload or ""),
                 ),
                 not_before=not_before,
             ),
         ),
+        workload=workload,
     )
 
 
-def _hardware(fault: Fault, *, policy: rules.Policy, now: datetime, situation: Situation) -> Plan:
+def _hardware(
+    fault: Fault, *, policy: rules.Policy, now: datetime, situation: Situation, workload: str | None
+) -> Plan:
     node = fault.node
     assert node is not None
     if fault.fault_class is not FaultClass.REPLACE and gates.attempts_exceeded(
@@ -150,7 +174,10 @@ def _hardware(fault: Fault, *, policy: rules.Policy, now: datetime, situation: S
     if situation.node is not None and not footprint.needs_quarantine(situation.node, cls):
         current = footprint.quarantined_class(situation.node)
         return Plan.record_only(
-            fault, now, f"{node} is already quarantined for {current.value if current else '?'}"
+            fault,
+            now,
+            f"{node} is already quarantined for {current.value if current else '?'}",
+            workload=workload,
         )
     actions = [
         Action(
@@ -181,6 +208,7 @@ def _hardware(fault: Fault, *, policy: rules.Policy, now: datetime, situation: S
         decided_at=now,
         summary=f"quarantine {node}, {drain}{gang_text}, request {remediation}; {release}",
         actions=tuple(actions),
+        workload=workload,
     )
 
 

@@ -24,6 +24,8 @@ class Situation:
     quarantines: tuple[datetime, ...] = ()
     # For an at-risk fault: the GPU fleet the proactive budget is measured against (None: not read).
     proactive: gates.ProactiveFleet | None = None
+    # For a resolved transient signal: fingerprints of the soft alerts still firing on the node.
+    soft_firing: tuple[str, ...] = ()
 
     @classmethod
     def unknown(cls, history: tuple[PastFault, ...] = ()) -> Situation:

@@ -38,7 +38,7 @@ class Intake:
 
     @property
     def node_keys(self) -> signals.NodeKeys:
-        return signals.NodeKeys(self.settings.node_label_keys)
+        return signals.NodeKeys.of(self.settings)
 
 
 def error_response(rejection: bodies.Rejection) -> web.Response:

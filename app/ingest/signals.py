@@ -6,22 +6,34 @@ an alert about `../x` is refused, not sent to the decision engine.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from app import kubenames
+from app.config import settings
 from app.domain import PodRef, Signal, SignalSource, SignalStatus, freeze_mapping
 from app.ingest import payloads
 
-# RFC 1123 subdomain, as Kubernetes validates Node names.
-_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_NODE_NAME_MAX = 253
 XID_LABELS = ("xid", "err_code")
 GPU_LABELS = ("gpu", "gpu_index")
 UUID_LABELS = ("UUID", "uuid")
 # Alertmanager's "zero" endsAt for alerts that have not ended.
 _ZERO_YEAR = 1
+# Where an alert names the workload on its GPU, most trustworthy first (namespace, pod, container):
+# - exported_*: Prometheus renamed the exporter's own workload labels because the scrape target's labels
+#   took `pod`/`namespace`/`container` (honor_labels: false, prometheus-operator's default; Prometheus
+#   scrape.go mutateSampleLabels, only for a non-empty exposed value);
+# - pod_namespace/pod_name/container_name: dcgm-exporter's --use-old-namespace spelling, never a target
+#   label, so never the exporter's own pod;
+# - namespace/pod/container: the workload with honor_labels: true or a plain scrape, but the exporter
+#   itself under prometheus-operator when the GPU is idle or the exporter maps no pods.
+AGENT_ATTRIBUTION = "agent"  # the agent names the pod from the kubelet's PodResources API
+POD_LABELS = (
+    ("exported_namespace", "exported_pod", "exported_container"),
+    ("pod_namespace", "pod_name", "container_name"),
+    ("namespace", "pod", "container"),
+)
 
 
 class SignalError(ValueError):
@@ -35,33 +47,50 @@ class SignalError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class NodeKeys:
-    """Label names that may hold the node name, in order of preference (configurable)."""
+    """How to read an alert's labels (configurable): which label names may hold the node name, in order
+    of preference, and the names of the exporters whose own pod a `pod` label may be."""
 
     keys: tuple[str, ...]
+    exporters: tuple[str, ...] = settings.DEFAULT_EXPORTERS
+
+    @classmethod
+    def of(cls, config: settings.Settings) -> NodeKeys:
+        return cls(keys=config.node_label_keys, exporters=config.exporter_names)
 
 
 def validate_node_name(value: str, *, where: str) -> str:
-    if len(value) > _NODE_NAME_MAX:
-        raise SignalError(where, f"node name is {len(value)} characters; Kubernetes allows {_NODE_NAME_MAX}")
-    if not _NODE_NAME.match(value):
-        raise SignalError(where, f"{value!r} is not a valid Kubernetes node name (RFC 1123 subdomain)")
+    problem = kubenames.subdomain_problem(value)
+    if problem is not None:
+        raise SignalError(where, f"not a valid Kubernetes node name: {problem}")
     return value
 
 
 def find_node(labels: dict[str, str], *, keys: NodeKeys, where: str) -> str | None:
+    """The node an alert is about; an empty label counts as absent, as it does in Prometheus.
+
+    `instance` is only a fallback hint (under prometheus-operator it is the exporter pod's IP and port):
+    a host that cannot be a node name, such as an IPv6 address, is not an error, just no node.
+    """
     for key in keys.keys:
         raw = labels.get(key)
         if not raw:
             continue
-        value = _instance_host(raw) if key == "instance" else raw
-        return validate_node_name(value, where=f"{where}.labels.{key}")
+        if key == "instance":
+            host = instance_host(raw)
+            if kubenames.subdomain_problem(host) is None:
+                return host
+            continue
+        return validate_node_name(raw, where=f"{where}.labels.{key}")
     return None
 
 
-def _instance_host(instance: str) -> str:
-    """`node-7:9400` → `node-7`; `[::1]:9400` stays an (invalid) address and is refused by validation."""
+def instance_host(instance: str) -> str:
+    """`node-7:9400` → `node-7`; `[fd00::7]:9400` → `fd00::7`; a value without a port stays as it is."""
+    if instance.startswith("["):
+        host, bracket, _ = instance[1:].partition("]")
+        return host if bracket else instance
     host, sep, port = instance.rpartition(":")
-    return host if sep and port.isdigit() and not host.endswith("]") else instance
+    return host if sep and port.isdigit() and ":" not in host else instance
 
 
 def _int_label(
@@ -72,8 +101,10 @@ def _int_label(
         if raw is None or raw == "":
             continue
         text = raw.strip()
-        if not text.isdigit() or not text.isascii():
-            raise SignalError(f"{where}.labels.{name}", f"{what} must be a non-negative integer, got {raw!r}")
+        # isascii first: str.isdigit accepts other scripts' digits, and int() of thousands of digits is
+        # slow or refused, so the length is bounded before converting.
+        if not text.isascii() or not text.isdigit() or len(text) > len(str(top)):
+            raise SignalError(f"{where}.labels.{name}", f"{what} must be an integer 0..{top}, got {raw!r}")
         value = int(text)
         if value > top:
             raise SignalError(f"{where}.labels.{name}", f"{what} {value} is out of range (0..{top})")
@@ -85,25 +116,68 @@ def _first(labels: dict[str, str], names: Sequence[str]) -> str | None:
     return next((labels[n] for n in names if labels.get(n)), None)
 
 
-def _pod(labels: dict[str, str]) -> PodRef | None:
-    name = labels.get("pod") or labels.get("pod_name")
-    namespace = labels.get("namespace") or labels.get("pod_namespace")
-    if not name or not namespace:
-        return None
-    return PodRef(
-        namespace=namespace, name=name, container=labels.get("container") or labels.get("container_name")
+def is_scrape_target(labels: dict[str, str], *, exporters: Sequence[str]) -> bool:
+    """Whether the alert's `pod` label names the exporter that was scraped rather than a workload.
+
+    prometheus-operator sets `pod` and `container` to the scraped pod's and `job` to its Service's
+    name (prometheus-operator pkg/prometheus/promcfg.go, ServiceMonitor relabelings), so a pod named
+    after the job, or after a known exporter, or whose container is a known exporter, is the target.
+    """
+    pod = labels.get("pod") or ""
+    if not pod:
+        return False
+    named = [*exporters, *([labels["job"]] if labels.get("job") else [])]
+    if any(pod == name or pod.startswith(name + "-") for name in named):
+        return True
+    return (labels.get("container") or "") in exporters
+
+
+def find_pod(
+    labels: dict[str, str], *, exporters: Sequence[str], where: str
+) -> tuple[PodRef | None, str | None]:
+    """The workload the alert names and the label it came from; (None, None) when it names none."""
+    for namespace_key, pod_key, container_key in POD_LABELS:
+        name, namespace = labels.get(pod_key), labels.get(namespace_key)
+        if not name or not namespace:
+            continue
+        if pod_key == "pod" and is_scrape_target(labels, exporters=exporters):
+            continue
+        return _pod_ref(
+            namespace,
+            name,
+            labels.get(container_key) or None,
+            where=where,
+            keys=(namespace_key, pod_key, container_key),
+        ), pod_key
+    return None, None
+
+
+def _pod_ref(
+    namespace: str, name: str, container: str | None, *, where: str, keys: tuple[str, str, str]
+) -> PodRef:
+    checks = (
+        (keys[0], namespace, kubenames.label_problem),
+        (keys[1], name, kubenames.subdomain_problem),
+        (keys[2], container, kubenames.label_problem),
     )
+    for key, value, check in checks:
+        problem = check(value) if value is not None else None
+        if problem is not None:
+            raise SignalError(f"{where}.{key}", f"not a valid Kubernetes name: {problem}")
+    return PodRef(namespace=namespace, name=name, container=container)
 
 
 def admit_alert(alert: payloads.AlertmanagerAlert, *, keys: NodeKeys, where: str) -> str | None:
     """The checks `from_alert` makes, without building the Signal: what the webhook's hot path needs.
 
-    Returns the node the alert is about; raises SignalError for a bad node name, XID or GPU index.
+    Returns the node the alert is about; raises SignalError for a bad node name, XID, GPU index or pod
+    name (a pod or namespace label that is not a Kubernetes name is refused, never used in a URL).
     """
     labels = alert.labels
     node = find_node(labels, keys=keys, where=where)
     _int_label(labels, GPU_LABELS, where=where, what="GPU index", top=1023)
     _int_label(labels, XID_LABELS, where=where, what="XID", top=65535)
+    find_pod(labels, exporters=keys.exporters, where=f"{where}.labels")
     return node
 
 
@@ -116,6 +190,7 @@ def from_alert(
 ) -> Signal:
     labels = alert.labels
     ends_at = alert.ends_at if alert.ends_at and alert.ends_at.year > _ZERO_YEAR else None
+    pod, pod_label = find_pod(labels, exporters=keys.exporters, where=f"{where}.labels")
     return Signal(
         source=SignalSource.ALERTMANAGER,
         fingerprint=alert.fingerprint,
@@ -127,7 +202,8 @@ def from_alert(
         gpu=_int_label(labels, GPU_LABELS, where=where, what="GPU index", top=1023),
         uuid=_first(labels, UUID_LABELS),
         xid=_int_label(labels, XID_LABELS, where=where, what="XID", top=65535),
-        pod=_pod(labels),
+        pod=pod,
+        pod_label=pod_label,
         ends_at=utc(ends_at) if ends_at else None,
         labels=freeze_mapping(labels),
         annotations=freeze_mapping(alert.annotations),
@@ -144,7 +220,17 @@ def from_gpu_event(event: payloads.GpuEvent, *, received_at: datetime, where: st
         labels["recovery_action"] = str(event.recovery_action)
     if event.pci_bus_id:
         labels["pci_bus_id"] = event.pci_bus_id
-    pod = event.pod
+    pod = (
+        _pod_ref(
+            event.pod.namespace,
+            event.pod.name,
+            event.pod.container or None,
+            where=f"{where}.pod",
+            keys=("namespace", "name", "container"),
+        )
+        if event.pod
+        else None
+    )
     return Signal(
         source=SignalSource.AGENT,
         fingerprint=event.id,
@@ -156,7 +242,8 @@ def from_gpu_event(event: payloads.GpuEvent, *, received_at: datetime, where: st
         gpu=event.gpu,
         uuid=event.uuid,
         xid=xid,
-        pod=PodRef(pod.namespace, pod.name, pod.container) if pod else None,
+        pod=pod,
+        pod_label=AGENT_ATTRIBUTION if pod else None,
         labels=freeze_mapping(labels),
         annotations=freeze_mapping({"message": event.message} if event.message else {}),
     )

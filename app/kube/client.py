@@ -39,6 +39,7 @@ from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 from kubernetes.aio.client.exceptions import OpenApiException
 
+from app import kubenames
 from app.domain import Condition, NodePatch, NodeState, PodState
 from app.kube import convert, errors, retries
 from app.kube.port import EventSpec, KubePort
@@ -202,6 +203,7 @@ class KubeClient:
 
     async def patch_node(self, patch: NodePatch) -> NodeState:
         """One merge patch with labels, annotations, taints and cordon, guarded by the read resourceVersion."""
+        _node_name(patch.node)
         if patch.empty:
             return await self.get_node(patch.node)
         body = convert.node_merge_patch(
@@ -245,6 +247,7 @@ class KubeClient:
         raise conflict
 
     async def _patch_node_status(self, node: str, body: JsonObj) -> None:
+        _node_name(node)
         await self._send(
             f"PATCH node {node}/status",
             lambda: self._core.patch_node_status_without_preload_content(
@@ -265,6 +268,10 @@ class KubeClient:
         namespace: str | None = None,
         label_selector: str | None = None,
     ) -> list[PodState]:
+        if node:
+            _node_name(node)
+        if namespace:
+            _namespace(namespace)
         field_selector = f"spec.nodeName={node}" if node else None
         where = (f" in {namespace}" if namespace else "") + (f" on node {node}" if node else "")
 
@@ -295,6 +302,7 @@ class KubeClient:
 
     async def evict_pod(self, namespace: str, name: str) -> None:
         """policy/v1 Eviction. A PDB refusal raises `TooManyRequestsError(budget=True)` at once, without retries."""
+        _pod_name(namespace, name)
         body = k8s.V1Eviction(
             api_version="policy/v1",
             kind="Eviction",
@@ -309,6 +317,7 @@ class KubeClient:
 
     async def delete_pod(self, namespace: str, name: str, *, uid: str | None = None) -> None:
         """Delete a pod; with `uid`, only that incarnation of it (409 ConflictError if the name was reused)."""
+        _pod_name(namespace, name)
         options = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=uid)) if uid else None
         await self._send(
             f"DELETE pod {namespace}/{name}",
@@ -318,6 +327,7 @@ class KubeClient:
         )
 
     async def patch_pod_labels(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> None:
+        _pod_name(namespace, name)
         body = convert.labels_patch(labels)
         await self._send(
             f"PATCH pod {namespace}/{name}",
@@ -425,6 +435,7 @@ class KubeClient:
         return state
 
     async def _get_node_json(self, name: str) -> JsonObj:
+        _node_name(name)
         return await self._send(
             f"GET node {name}", lambda: self._direct("GET", "/api/v1/nodes/{name}", name=name)
         )
@@ -530,3 +541,24 @@ if TYPE_CHECKING:  # mypy proves that the real client is a `KubePort`
 
     def _is_a_port(client: KubeClient) -> KubePort:
         return client
+
+
+def _checked(check: Callable[[str], str | None], value: str, *, what: str) -> None:
+    """Names reach URL paths: anything that is not a Kubernetes name is refused before a request is built
+    (`..` would otherwise address the collection or the namespace above it)."""
+    problem = check(value)
+    if problem is not None:
+        raise errors.InvalidNameError(f"refused to call the API with an invalid {what} name: {problem}")
+
+
+def _node_name(name: str) -> None:
+    _checked(kubenames.subdomain_problem, name, what="node")
+
+
+def _namespace(name: str) -> None:
+    _checked(kubenames.label_problem, name, what="namespace")
+
+
+def _pod_name(namespace: str, name: str) -> None:
+    _namespace(namespace)
+    _checked(kubenames.subdomain_problem, name, what="pod")

@@ -181,6 +181,7 @@ def pod_state(pod: Mapping[str, Any], *, gpu_resources: Sequence[str] = (GPU_RES
         owners=tuple(owner_of(o) for o in meta.get("ownerReferences") or () if isinstance(o, Mapping)),
         gpu_request=pod_gpu_request(spec, gpu_resources),
         resource_version=str(meta.get("resourceVersion") or ""),
+        deleting=bool(meta.get("deletionTimestamp")),
     )
 
 

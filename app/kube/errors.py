@@ -34,3 +34,7 @@ class ForbiddenError(KubeError):
 
 class UnavailableError(KubeError):
     """5xx, timeouts, connection errors: the API server could not answer now; retrying may help."""
+
+
+class InvalidNameError(KubeError):
+    """A name that is not a Kubernetes name (`..`, `a/b`, uppercase): refused before any request is sent."""

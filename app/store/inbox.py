@@ -44,6 +44,10 @@ CREATE INDEX IF NOT EXISTS inbox_pending ON inbox (state, seq);
 """
 
 
+# Rows Sickbay appends itself to look at a transient signal again (app/rechecks.py); payload: the Signal.
+RECHECK_SOURCE = "recheck"
+
+
 class RowState(StrEnum):
     PENDING = "pending"
     DONE = "done"

@@ -65,8 +65,21 @@ CREATE TABLE IF NOT EXISTS risks (
     drivers       TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS risks_by_node ON risks (node, at);
+-- Transient signals to look at again while they fire (one row per firing: fingerprint and startsAt).
+-- Durable, so a restart or a failover keeps re-checking; the re-check loop moves due rows to the inbox.
+CREATE TABLE IF NOT EXISTS rechecks (
+    fingerprint  TEXT NOT NULL,
+    starts_at    TEXT NOT NULL,
+    node         TEXT,
+    due_at       TEXT NOT NULL,
+    check_no     INTEGER NOT NULL,
+    signal       TEXT NOT NULL,
+    PRIMARY KEY (fingerprint, starts_at)
+);
+CREATE INDEX IF NOT EXISTS rechecks_due ON rechecks (due_at);
 CREATE INDEX IF NOT EXISTS faults_by_gpu ON faults (node, gpu, at);
 CREATE INDEX IF NOT EXISTS faults_by_time ON faults (at);
+CREATE INDEX IF NOT EXISTS faults_by_fingerprint ON faults (fingerprint, id);
 """
 
 
@@ -184,8 +197,8 @@ class Journal:
         async with (
             self._lock,
             self._db.execute(
-                "SELECT at, class, gpu, xid, workload, fingerprint FROM faults "
-                "WHERE node = ? AND at >= ? AND status = 'firing' ORDER BY at, id",
+                "SELECT at, class, gpu, xid, workload, fingerprint, json_extract(signal, '$.name') "
+                "FROM faults WHERE node = ? AND at >= ? AND status = 'firing' ORDER BY at, id",
                 (node, since.isoformat()),
             ) as cursor,
         ):
@@ -198,8 +211,9 @@ class Journal:
                 xid=xid,
                 workload=workload,
                 fingerprint=fingerprint,
+                name=name or "",
             )
-            for at, cls, gpu, xid, workload, fingerprint in rows
+            for at, cls, gpu, xid, workload, fingerprint, name in rows
         ]
 
     async def active_alerts(self, *, node: str) -> list[tuple[str, str]]:
@@ -286,6 +300,59 @@ class Journal:
             }
             for at, n, gpu, score, level, version, drivers in rows
         ]
+
+    async def schedule_recheck(self, signal: Signal, *, due: datetime, check: int) -> None:
+        """Look at this firing again at `due` (replaces an earlier schedule for the same firing)."""
+        async with self._write_lock, self._lock:
+            await self._db.execute(
+                "INSERT INTO rechecks (fingerprint, starts_at, node, due_at, check_no, signal) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (fingerprint, starts_at) DO UPDATE SET "
+                "due_at = excluded.due_at, check_no = excluded.check_no, signal = excluded.signal",
+                (
+                    signal.fingerprint,
+                    signal.starts_at.isoformat(),
+                    signal.node,
+                    due.isoformat(),
+                    check,
+                    codec.signal_json(signal),
+                ),
+            )
+
+    async def due_rechecks(self, now: datetime, *, limit: int = 1000) -> list[tuple[Signal, int]]:
+        """Firings whose re-check is due, oldest first, with the check number; `done_rechecks` removes them."""
+        async with (
+            self._lock,
+            self._db.execute(
+                "SELECT signal, check_no FROM rechecks WHERE due_at <= ? ORDER BY due_at LIMIT ?",
+                (now.isoformat(), limit),
+            ) as cursor,
+        ):
+            rows = await cursor.fetchall()
+        return [(codec.signal_from_dict(json.loads(raw)), int(check)) for raw, check in rows]
+
+    async def done_rechecks(self, done: Sequence[tuple[Signal, int]]) -> None:
+        """Forget re-checks handed to the inbox (only the ones still at that check number)."""
+        if not done:
+            return
+        async with self._write_lock, self._lock:
+            await self._db.executemany(
+                "DELETE FROM rechecks WHERE fingerprint = ? AND starts_at = ? AND check_no = ?",
+                [(s.fingerprint, s.starts_at.isoformat(), check) for s, check in done],
+            )
+
+    async def latest_firing(self, fingerprint: str) -> datetime | None:
+        """The startsAt of this alert's newest journaled row when that row is firing, else None."""
+        async with (
+            self._lock,
+            self._db.execute(
+                "SELECT at, status FROM faults WHERE fingerprint = ? ORDER BY id DESC LIMIT 1",
+                (fingerprint,),
+            ) as cursor,
+        ):
+            row = await cursor.fetchone()
+        if row is None or row[1] != "firing":
+            return None
+        return datetime.fromisoformat(row[0])
 
     async def get(self, key: str) -> str | None:
         async with self._lock, self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)) as cursor:
