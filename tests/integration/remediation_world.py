@@ -152,6 +152,7 @@ async def open_world(
     dry_run: bool = False,
     retry: RetryPolicy | None = None,
     request_timeout: float = 5.0,
+    pipeline: dict[str, Any] | None = None,
 ) -> AsyncIterator[World]:
     async with KubeApiServer(seed=seed) as sim:
         kubeconfig = sim.write_kubeconfig(tmp / "kubeconfig")
@@ -170,6 +171,7 @@ async def open_world(
             reconcile_interval_s=3600,
             dry_run=dry_run,
             **({"policy_file": policy} if policy else {}),
+            **({"pipeline": pipeline} if pipeline else {}),
         )
         app = build_app(settings, kube=spy, clock=clock)  # type: ignore[arg-type]
         client = TestClient(TestServer(app))
