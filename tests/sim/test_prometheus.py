@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from app.sim.fleet import scrape
 from app.sim.fleet.datasets import write_dataset
-from app.sim.fleet.server import FleetServer
+from app.sim.fleet.server import FleetServer, ServerSettings
 from tests.prom import EMPTY_CONFIG, instant_query, running_prometheus
 from tests.sim.helpers import quiet_sim
 
@@ -103,3 +104,73 @@ async def test_prometheus_scrapes_every_node_as_its_own_target(
             sim.inject("gpu-node-001", None, "exporter-restart", duration_s=3600)
             await wait_for('up{instance="gpu-node-001:9400"}', "0")
             await wait_for('count(up{job="dcgm-exporter"} == 1)', "2")
+
+
+async def test_operator_scrapes_rename_the_workload_labels_the_way_prometheus_does(
+    tmp_path: Path, prometheus: Path, free_port: Callable[[], int]
+) -> None:
+    """Real Prometheus does the renaming: operator (honor_labels false), honor (true), plain and unmapped."""
+    sim = quiet_sim(nodes=5)
+    busy = [n for n in sim.node_names if all(g.pod is not None for g in sim.node(n).gpus)]
+    idle = [n for n in sim.node_names if all(g.pod is None for g in sim.node(n).gpus)]
+    assert len(busy) >= 4, "seed: four nodes run work"
+    assert idle, 'seed: one node is idle (the exporter exposes pod="" on its GPUs)'
+    names = [*busy[:4], idle[0]]
+    styles: dict[str, scrape.ScrapeStyle] = {
+        names[0]: "operator",
+        names[1]: "honor",
+        names[2]: "plain",
+        names[3]: "operator",
+        names[4]: "honor",
+    }
+    pods = scrape.default_exporter_pods(sim.node_names)
+    settings = ServerSettings(unmapped_nodes=frozenset({names[2], names[3]}))
+    workload = {n: sim.node(n).gpus[0].pod for n in names[:2]}
+    async with FleetServer(sim, settings=settings) as server:
+        config = server.write_prometheus_config(
+            tmp_path / "prom", scrape_interval="1s", styles=styles, exporter_pods=pods
+        )
+        with running_prometheus(prometheus, data=tmp_path / "data", config=config, port=free_port()) as url:
+
+            async def series(node: str, gpu: int) -> dict[str, str]:
+                deadline = time.monotonic() + 20
+                while True:
+                    found = await asyncio.to_thread(
+                        instant_query, url, f'DCGM_FI_DEV_GPU_TEMP{{Hostname="{node}",gpu="{gpu}"}}'
+                    )
+                    if found:
+                        return dict(found[0]["metric"])
+                    assert time.monotonic() < deadline, f"{node} never scraped"
+                    await asyncio.sleep(0.3)
+
+            on_operator = workload[names[0]]
+            labels = await series(names[0], 0)
+            assert on_operator is not None
+            assert labels["exported_pod"] == on_operator.name
+            assert labels["exported_namespace"] == on_operator.namespace
+            assert (labels["pod"], labels["namespace"]) == (pods[names[0]].name, "gpu-operator")
+            assert labels["container"] == "nvidia-dcgm-exporter"
+            assert labels["job"] == "nvidia-dcgm-exporter"
+            assert (labels["service"], labels["endpoint"]) == ("nvidia-dcgm-exporter", "gpu-metrics")
+            assert labels["instance"] == f"{pods[names[0]].ip}:9400"
+
+            on_honor = workload[names[1]]
+            assert on_honor is not None
+            labels = await series(names[1], 0)
+            assert labels["pod"] == on_honor.name, "honor_labels: the exposed workload wins"
+            assert "exported_pod" not in labels
+            labels = await series(names[4], 0)
+            # Prometheus 2.x keeps the exposed empty value (lset.Has) and then drops it: neither label.
+            # Versions that test the value instead fill in the exporter's pod; Sickbay's exporter rule
+            # covers that case (tests/unit/test_signals.py).
+            assert labels.get("pod") in (None, pods[names[4]].name), labels
+            assert "exported_pod" not in labels
+
+            labels = await series(names[2], 0)
+            assert not {"pod", "namespace", "container", "exported_pod"} & set(labels), labels
+
+            labels = await series(names[3], 0)
+            assert labels["pod"] == pods[names[3]].name, "unmapped under the operator: pod is the exporter"
+            assert "exported_pod" not in labels
+            up = await asyncio.to_thread(instant_query, url, 'count(up{job=~".*dcgm.*"} == 1)')
+            assert up[0]["value"][1] == "5", "the rule bundle's exporter selector matches every style"

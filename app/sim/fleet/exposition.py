@@ -40,7 +40,9 @@ def escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def base_labels(gpu: GpuObservation, *, node: NodeObservation, hostname_label: HostnameLabel) -> str:
+def base_labels(
+    gpu: GpuObservation, *, node: NodeObservation, hostname_label: HostnameLabel, pod_labels: bool = True
+) -> str:
     identity = gpu.identity
     pod = gpu.pod
     parts = [
@@ -53,6 +55,8 @@ def base_labels(gpu: GpuObservation, *, node: NodeObservation, hostname_label: H
     if hostname_label is not None:
         parts.append(f'{hostname_label}="{escape(node.node)}"')
     parts.append(f'DCGM_FI_DRIVER_VERSION="{escape(node.driver_version)}"')
+    if not pod_labels:  # dcgm-exporter without --kubernetes maps no pods: the labels are absent
+        return ",".join(parts)
     if pod is None:
         parts.append('container="",namespace="",pod=""')
     else:
@@ -74,7 +78,11 @@ def format_value(value: float, spec: metrics.MetricSpec) -> str:
 
 
 def family_samples(
-    nodes: Sequence[NodeObservation], *, hostname_label: HostnameLabel, target_labels: bool = False
+    nodes: Sequence[NodeObservation],
+    *,
+    hostname_label: HostnameLabel,
+    target_labels: bool = False,
+    pod_labels: bool = True,
 ) -> Iterator[tuple[metrics.MetricSpec, list[Sample]]]:
     """Each family with its samples over the given exporters, in exposition order; empty families skipped.
 
@@ -82,7 +90,11 @@ def family_samples(
     backfilled data, which no scrape labels).
     """
     gpus = [
-        (gpu, base_labels(gpu, node=node, hostname_label=hostname_label) + _target(node, target_labels))
+        (
+            gpu,
+            base_labels(gpu, node=node, hostname_label=hostname_label, pod_labels=pod_labels)
+            + _target(node, target_labels),
+        )
         for node in nodes
         if node.exporter_up
         for gpu in node.gpus
@@ -111,10 +123,13 @@ def family_samples(
     )
 
 
-def render_node(node: NodeObservation, *, hostname_label: HostnameLabel = "Hostname") -> str:
-    """The body of one node's /metrics (empty when its exporter is down)."""
+def render_node(
+    node: NodeObservation, *, hostname_label: HostnameLabel = "Hostname", pod_labels: bool = True
+) -> str:
+    """The body of one node's /metrics (empty when its exporter is down); `pod_labels` off is an exporter
+    that maps no pods."""
     out: list[str] = []
-    for spec, samples in family_samples((node,), hostname_label=hostname_label):
+    for spec, samples in family_samples((node,), hostname_label=hostname_label, pod_labels=pod_labels):
         out.append(f"# HELP {spec.name} {spec.help}\n# TYPE {spec.name} {spec.prom_type}\n")
         out.extend(f"{spec.name}{{{labels}}} {value}\n" for labels, value in samples)
     return "".join(out)

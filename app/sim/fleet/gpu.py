@@ -74,6 +74,8 @@ class GpuState:
     nvlink_recovery: int = 0
     thermal_violation_us: float = 0.0
     power_violation_us: float = 0.0
+    # The HW power brake slowdown (clocks event reason 0x80) holds until this simulated time.
+    brake_until: float = 0.0
     last_xid: int = 0
     recovery_action: int = 0
     present: bool = True

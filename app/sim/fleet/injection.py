@@ -88,6 +88,21 @@ def inject(
             )
         )
         return replace(base, xid=chosen)
+    if mode is FailureMode.POWER_BRAKE:
+        duration = duration_s if duration_s is not None else 600.0
+        gpu.brake_until = t + duration
+        sim.record_ops(
+            OpsRecord(
+                time=t,
+                node=node_name,
+                kind="power-brake",
+                gpu=gpu_index,
+                uuid=gpu.identity.uuid,
+                until=t + duration,
+                injected=True,
+            )
+        )
+        return base
     if mode is FailureMode.GPU_VANISH:
         gpu.present = False
         gpu.unhealthy = True

@@ -88,6 +88,8 @@ class Observer:
         if busy:
             util = min(100.0, max(1.0, util + 2.5 * noise(self.seed, serial, tick, 1)))
         throttle = effects.throttle | self._ambient_throttle(node, gpu, t, busy=busy)
+        if t < gpu.brake_until:
+            throttle |= metrics.THROTTLE_HW_POWER_BRAKE
         clock_factor = effects.clock_factor
         if throttle & metrics.THROTTLE_SW_POWER_CAP:
             clock_factor *= 0.96

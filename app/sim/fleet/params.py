@@ -31,6 +31,9 @@ class FailureMode(StrEnum):
     REBOOT = "reboot"
     DRIVER_MISMATCH = "driver-mismatch"
     GPU_VANISH = "gpu-vanish"
+    # A soft event on healthy hardware: the GPU's clocks held down by the HW power brake (the board or
+    # the rack asserted it), for `duration_s`. Nothing fails; a soft signal for Sickbay to leave alone.
+    POWER_BRAKE = "power-brake"
 
 
 # The modes that end in a GPU failure (the rest are workload or operational events).

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -28,7 +28,7 @@ from typing import Any, Literal
 import yaml
 from aiohttp import web
 
-from app.sim.fleet import exposition
+from app.sim.fleet import exposition, scrape
 from app.sim.fleet.exposition import HostnameLabel
 from app.sim.fleet.fleet import FleetSim
 from app.sim.fleet.injection import InjectionError
@@ -46,6 +46,8 @@ class ServerSettings:
     tick_s: float = 1.0
     speed: float = 1.0
     hostname_label: HostnameLabel = "Hostname"
+    # Nodes whose exporter maps no pods (dcgm-exporter without --kubernetes): no pod/namespace/container.
+    unmapped_nodes: frozenset[str] = frozenset()
 
 
 SIM = web.AppKey("sim", FleetSim)
@@ -83,7 +85,12 @@ async def node_metrics(request: web.Request) -> web.Response:
         return web.Response(status=404, text=f"no node {name}\n")
     if not observation.exporter_up:
         return web.Response(status=503, text="dcgm-exporter is not running\n")
-    text = exposition.render_node(observation, hostname_label=request.app[SETTINGS].hostname_label)
+    settings = request.app[SETTINGS]
+    text = exposition.render_node(
+        observation,
+        hostname_label=settings.hostname_label,
+        pod_labels=observation.node not in settings.unmapped_nodes,
+    )
     return web.Response(body=text.encode(), headers={"Content-Type": exposition.CONTENT_TYPE})
 
 
@@ -275,29 +282,61 @@ def write_prometheus_config(
     scrape_interval: str = "15s",
     node_label: bool = False,
     rule_files: tuple[Path, ...] = (),
+    styles: Mapping[str, scrape.ScrapeStyle] | None = None,
+    exporter_pods: Mapping[str, scrape.ExporterPod] | None = None,
 ) -> Path:
-    """Write file_sd target files and a prometheus.yml that scrapes every node as its own target."""
+    """Write file_sd target files and a prometheus.yml that scrapes every node as its own target.
+
+    `styles` says how each node's exporter is scraped (`app.sim.fleet.scrape`; default: all plain);
+    `exporter_pods` names the exporter pod behind each node for the operator styles.
+    """
     directory.mkdir(parents=True, exist_ok=True)
+    styles = styles or {}
+    pods = exporter_pods or scrape.default_exporter_pods(sim.node_names)
+    plain = [
+        g
+        for g in exporter_targets(sim, address=address, node_label=node_label)
+        if _style(g, styles) == "plain"
+    ]
     dcgm = directory / "dcgm-exporter-targets.json"
     ksm = directory / "kube-state-metrics-targets.json"
-    dcgm.write_text(
-        json.dumps(exporter_targets(sim, address=address, node_label=node_label), indent=2) + "\n"
-    )
+    dcgm.write_text(json.dumps(plain, indent=2) + "\n")
     ksm.write_text(json.dumps(kube_state_targets(address=address), indent=2) + "\n")
+    operator_files: dict[scrape.ScrapeStyle, Path] = {}
+    for style in ("operator", "honor"):
+        groups = [
+            scrape.operator_group(address=address, metrics_path=f"/nodes/{name}/metrics", pod=pods[name])
+            for name in sim.node_names
+            if styles.get(name, "plain") == style
+        ]
+        if groups:
+            operator_files[style] = directory / f"dcgm-exporter-{style}-targets.json"
+            operator_files[style].write_text(json.dumps(groups, indent=2) + "\n")
+    configs = (
+        scrape_configs(dcgm_file=dcgm, ksm_file=ksm)
+        if plain
+        else scrape_configs(dcgm_file=None, ksm_file=ksm)
+    )
     config = {
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
         "rule_files": [str(path) for path in rule_files],
-        "scrape_configs": scrape_configs(dcgm_file=dcgm, ksm_file=ksm),
+        "scrape_configs": [*configs, *scrape.operator_scrape_configs(operator_files)],
     }
     path = directory / "prometheus.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
-def scrape_configs(*, dcgm_file: Path, ksm_file: Path) -> list[dict[str, Any]]:
-    """The `scrape_configs` entries for the simulated fleet (job names as the Helm chart's)."""
+def _style(group: dict[str, Any], styles: Mapping[str, scrape.ScrapeStyle]) -> scrape.ScrapeStyle:
+    name = str(group["labels"]["__metrics_path__"]).split("/")[2]
+    return styles.get(name, "plain")
+
+
+def scrape_configs(*, dcgm_file: Path | None, ksm_file: Path) -> list[dict[str, Any]]:
+    """The plain `scrape_configs` entries for the simulated fleet (job names as the Helm chart's)."""
+    dcgm = [{"job_name": exposition.EXPORTER_JOB, "file_sd_configs": [{"files": [str(dcgm_file)]}]}]
     return [
-        {"job_name": exposition.EXPORTER_JOB, "file_sd_configs": [{"files": [str(dcgm_file)]}]},
+        *(dcgm if dcgm_file is not None else []),
         {"job_name": exposition.KSM_JOB, "file_sd_configs": [{"files": [str(ksm_file)]}]},
     ]
 
