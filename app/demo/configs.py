@@ -94,6 +94,36 @@ def write_policy(
     return target
 
 
+# A team's own alert rule, which Sickbay has no rule for: the HW power brake held on a GPU (clocks event
+# reason 0x80), routed to Sickbay by the team's own route. It is the "soft, unknown alert" of the e2e run.
+USER_ALERT = "TeamGpuPowerBrake"
+USER_TEAM = "ml-platform"
+
+
+def write_user_rules(target: Path) -> Path:
+    """The cluster's own rule file beside Sickbay's bundle (no `sickbay_class`: Sickbay must cope)."""
+    reasons = '{__name__=~"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS|DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}'
+    document = {
+        "groups": [
+            {
+                "name": "team-ml-platform",
+                "rules": [
+                    {
+                        "alert": USER_ALERT,
+                        "expr": f"floor(max without () ({reasons}) / 128) % 2 == 1",
+                        "for": "0s",
+                        "labels": {"team": USER_TEAM, "severity": "warning"},
+                        "annotations": {"summary": "HW power brake on GPU {{ $labels.gpu }}"},
+                    }
+                ],
+            }
+        ]
+    }
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(yaml.safe_dump(document, sort_keys=False))
+    return target
+
+
 def alertmanager_config(
     *,
     sickbay_url: str,
@@ -101,6 +131,7 @@ def alertmanager_config(
     probe_url: str | None,
     group_wait_other: str,
     group_interval: str,
+    user_route: bool = False,
 ) -> dict[str, Any]:
     """Routes as deploy/alertmanager/sickbay-receiver.yaml, with second-scale waits for a run of seconds."""
     group_by = ["alertname", "node", "gpu"]
@@ -135,6 +166,17 @@ def alertmanager_config(
         }
         for classes, wait in timings
     ]
+    if user_route:  # the team sends its own alert to Sickbay too (README: routing your own alerts)
+        routes.append(
+            {
+                "receiver": "sickbay",
+                "matchers": [f'team="{USER_TEAM}"'],
+                "group_by": group_by,
+                "group_wait": group_wait_other,
+                "group_interval": group_interval,
+                "repeat_interval": "1h",
+            }
+        )
     receivers: list[dict[str, Any]] = [
         {"name": "default"},
         {

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import aiohttp
 import yaml
@@ -48,6 +48,7 @@ from app.decide import footprint
 from app.demo import prediction
 from app.demo.configs import (
     DEFAULT_SHORT_FOR,
+    GPU_OPERATOR_NS,
     POOL_LABEL,
     REPO,
     alertmanager_config,
@@ -56,6 +57,7 @@ from app.demo.configs import (
     workload_pod,
     write_policy,
     write_rules_copy,
+    write_user_rules,
 )
 from app.demo.probe import Delivery, ProbeReceiver
 from app.demo.processes import Child, StackError, binary, free_port, http_get, sickbay_command
@@ -63,12 +65,12 @@ from app.domain import NodePatch
 from app.kube import client as kube_client
 from app.kube import errors as kube_errors
 from app.kube.port import KubePort
-from app.sim.fleet import FleetSim, SimConfig, backfill, datasets
+from app.sim.fleet import FleetSim, SimConfig, backfill, datasets, scrape
 from app.sim.fleet.fleet import DEFAULT_START
 from app.sim.fleet.server import FleetServer, ServerSettings
 from app.sim.fleet.workloads import PodRef
 from app.sim.kubeapi import KubeApiServer
-from app.sim.kubeapi.resources import EVENTS
+from app.sim.kubeapi.resources import EVENTS, PODS
 
 __all__ = [
     "DEFAULT_SHORT_FOR",
@@ -123,6 +125,12 @@ class StackConfig:
     # model but scores nothing, as without a Prometheus URL); it starts with no model (`promote_model`).
     prediction_interval_s: float | None = None
     pod_owners: bool = False  # workload pods get owners (a Job per pod; a JobSet and a Job per rank)
+    # How Prometheus scrapes each node's exporter: all the plain way, or `mixed`: every third node as
+    # prometheus-operator does (honorLabels false, then true) and the plain way with an exporter that maps
+    # no pods (`app.sim.fleet.scrape`).
+    scrape: Literal["plain", "mixed"] = "plain"
+    # A team's own rule (TeamGpuPowerBrake) and route to Sickbay: an alert no Sickbay rule knows.
+    user_alerts: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +167,13 @@ class Stack:
                 nodes=cfg.nodes, seed=cfg.seed, config=cfg.fleet or quiet_fleet_config(), start=start
             )
         self.fleet = fleet
+        self.scrape_styles: dict[str, scrape.ScrapeStyle] = (
+            scrape.mixed_styles(fleet.node_names) if self.config.scrape == "mixed" else {}
+        )
+        unmapped = frozenset(n for n, style in self.scrape_styles.items() if style == "plain")
         self.fleet_server = FleetServer(
-            self.fleet, settings=ServerSettings(time_mode="realtime", tick_s=self.config.tick_s)
+            self.fleet,
+            settings=ServerSettings(time_mode="realtime", tick_s=self.config.tick_s, unmapped_nodes=unmapped),
         )
         # Seeded once the fleet's past has run (`start`): the cluster mirrors the fleet as it is now.
         self.kube = KubeApiServer(pod_termination_s=self.config.pod_termination_s)
@@ -384,6 +397,7 @@ class Stack:
             "SICKBAY_POLICY_FILE": str(self.policy_file),
             "SICKBAY_RECONCILE_INTERVAL_S": str(cfg.reconcile_interval_s),
             "SICKBAY_IDENTITY": cfg.identity,
+            "SICKBAY_PIPELINE__RECHECK_POLL_S": "0.25",  # second-scale re-checks for a run of seconds
             "PYTHONUNBUFFERED": "1",
             **self._prediction_env(),
             **cfg.sickbay_env,
@@ -451,6 +465,7 @@ class Stack:
             probe_url=self.probe.url if self.probe else None,
             group_wait_other=cfg.group_wait_other,
             group_interval=cfg.group_interval,
+            user_route=cfg.user_alerts,
         )
         config.write_text(json.dumps(document, indent=2))  # JSON is YAML: no quoting surprises in matchers
         return config
@@ -475,8 +490,15 @@ class Stack:
         cfg = self.config
         write_rules_copy(self.rules_file, cfg.short_for)
         directory = self.workdir / "prometheus"
+        rule_files = [self.rules_file]
+        if cfg.user_alerts:
+            rule_files.append(write_user_rules(self.workdir / "prometheus" / "team-rules.yaml"))
         path = self.fleet_server.write_prometheus_config(
-            directory, scrape_interval=cfg.interval, rule_files=(self.rules_file,)
+            directory,
+            scrape_interval=cfg.interval,
+            rule_files=tuple(rule_files),
+            styles=self.scrape_styles,
+            exporter_pods=self._exporter_pods(),
         )
         document = yaml.safe_load(path.read_text())
         document["global"]["evaluation_interval"] = cfg.interval
@@ -503,6 +525,22 @@ class Stack:
             self._prometheus_port = int(self.prometheus_url.rsplit(":", 1)[1])
             self.sickbay.stop()
             self._spawn_sickbay(port=int(self.sickbay_url.rsplit(":", 1)[1]))
+
+    def _exporter_pods(self) -> dict[str, scrape.ExporterPod]:
+        """The dcgm-exporter DaemonSet's pod on each node, as the simulated cluster named it."""
+        found: dict[str, scrape.ExporterPod] = {}
+        for index, node in enumerate(self.fleet.node_names):
+            pods = self.kube.store.items(PODS, namespace=GPU_OPERATOR_NS)
+            name = next(
+                (p["metadata"]["name"] for p in pods if (p.get("spec") or {}).get("nodeName") == node), None
+            )
+            if name is not None:
+                found[node] = scrape.ExporterPod(GPU_OPERATOR_NS, name, scrape.pod_ip(index))
+        return found
+
+    def exporter_pod(self, node: str) -> str:
+        """The name of the exporter pod that serves `node`'s metrics."""
+        return self._exporter_pods()[node].name
 
     async def _connect_client(self) -> None:
         self._kube_port = await kube_client.connect(kubeconfig=str(self.kubeconfig), qps=1000.0, burst=1000)

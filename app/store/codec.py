@@ -74,6 +74,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     return {
         "summary": plan.summary,
         "decided_at": _time(plan.decided_at),
+        "workload": plan.workload,
         "actions": [action_to_dict(a) for a in plan.actions],
     }
 
