@@ -36,6 +36,7 @@ _BATCH = 1000
 _MAX_ATTEMPTS = 8
 _CONTEXT_PER_GPU = 64  # recent signals kept per GPU; rules look at a handful within minutes
 _CONTEXT_GPUS = 50_000  # GPUs whose recent signals stay in memory; older ones reload from the journal
+_UNKNOWN_XIDS_WARNED = 10_000  # (node, XID) pairs remembered as warned; past it the oldest may warn again
 
 
 class _RecentSignals(OrderedDict[tuple[str, int | None], "deque[Signal]"]):
@@ -113,6 +114,7 @@ class Pipeline:
         self._recent: dict[tuple[str, int | None], deque[Signal]] = (
             _RecentSignals()
         )  # node → event-loop time before which it backs off
+        self._unknown_warned: dict[tuple[str | None, int], None] = {}
         self.processed = 0
 
     async def run(self) -> None:
@@ -251,6 +253,8 @@ class Pipeline:
                 fault.reason,
                 plan.summary,
             )
+            if fault.rule == classify.UNKNOWN_XID_RULE and signal.firing:
+                self._report_unknown_xid(fault)
         outcomes: tuple[Outcome, ...] = ()
         if self._executor is not None:
             # A replayed row (journaled, not yet marked done) is executed again: every action is idempotent.
@@ -260,3 +264,27 @@ class Pipeline:
         )
         self.processed += 1
         return Processed(fault=fault, plan=plan, outcomes=outcomes)
+
+    def _report_unknown_xid(self, fault: Fault) -> None:
+        """An XID the catalog lacks is classified by policy, never silently: counted every time, and
+        logged once per node and XID with what to do about it."""
+        signal = fault.signal
+        assert signal.xid is not None
+        self._metrics.unknown_xids.labels(xid=str(signal.xid)).inc()
+        key = (signal.node, signal.xid)
+        if key in self._unknown_warned:
+            return
+        if len(self._unknown_warned) >= _UNKNOWN_XIDS_WARNED:
+            del self._unknown_warned[next(iter(self._unknown_warned))]
+        self._unknown_warned[key] = None
+        log.warning(
+            "XID %d on node %s (GPU %s) is not in the XID catalog: classified %s by the policy's "
+            "classification.unknown_xid. Look it up in NVIDIA's Xid catalog and add it, with its class and "
+            "source, to the XID catalog (xid_catalog_file); until then it counts in "
+            'sickbay_unknown_xids_total{xid="%d"} (logged once per node and XID)',
+            signal.xid,
+            signal.node,
+            signal.gpu,
+            fault.fault_class.value,
+            signal.xid,
+        )

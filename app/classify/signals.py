@@ -1,8 +1,9 @@
 """Signal → Fault: the single classification entry point.
 
 Order of evidence: a resolved signal is recorded as such; an XID maps through the catalog (decoding the
-`depends` ones with context); then the rule bundle's `sickbay_class` label; then the policy's alert-name
-table; anything else is `transient` — recorded and retried, never dropped.
+`depends` ones with context; an XID the catalog lacks takes the policy's `classification.unknown_xid`,
+under rule `xid-unknown` so that later stages can tell); then the rule bundle's `sickbay_class` label; then
+the policy's alert-name table; anything else is `transient` — recorded and retried, never dropped.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from app.domain import Fault, FaultClass, Signal
 CLASS_LABEL = "sickbay_class"
 # A fault already reported through the other path (agent event vs Alertmanager alert): recorded, not acted on.
 DUPLICATE_RULE = "duplicate"
+# An XID missing from the catalog: classified by policy, and made visible (metric, log, node condition).
+UNKNOWN_XID_RULE = "xid-unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +81,7 @@ def classify(signal: Signal, *, rules_: Rules, context: Sequence[Signal] = ()) -
         )
     return _fault(
         signal,
-        FaultClass(rules_.catalog.default_class),
+        FaultClass.TRANSIENT,
         f"no XID, class label or policy entry for {signal.name!r}: treated as transient (retry, re-check)",
         rule="default",
     )
@@ -113,11 +116,13 @@ def _by_xid(signal: Signal, *, rules_: Rules, context: Sequence[Signal]) -> Faul
     assert xid is not None
     entry = rules_.catalog.entry(xid)
     if entry is None:
+        unknown = rules_.policy.classification.unknown_xid
         return _fault(
             signal,
-            FaultClass(rules_.catalog.default_class),
-            f"XID {xid} is not in the catalog: recorded as {rules_.catalog.default_class}",
-            rule="xid-unknown",
+            FaultClass(unknown),
+            f"XID {xid} is not in the catalog: classified {unknown} by the policy's "
+            f"classification.unknown_xid; add XID {xid} to the catalog once NVIDIA documents it",
+            rule=UNKNOWN_XID_RULE,
         )
     if entry.fault_class is not FaultClass.DEPENDS:
         return _fault(

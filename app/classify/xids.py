@@ -47,7 +47,7 @@ def decode(
         case "dbe-remap":
             return _dbe_remap(signal, entry, context)
         case "follows-others":
-            return _follows_others(signal, catalog=catalog, context=context)
+            return _follows_others(signal, entry, catalog=catalog, context=context)
         case "per-link":
             return _per_link(signal, entry, policy=policy, context=context)
         case "recovery-action":
@@ -81,7 +81,11 @@ def _dbe_remap(signal: Signal, entry: rules.XidEntry, context: Sequence[Signal])
     )
 
 
-def _follows_others(signal: Signal, *, catalog: rules.XidCatalog, context: Sequence[Signal]) -> Decoded:
+def _follows_others(
+    signal: Signal, entry: rules.XidEntry, *, catalog: rules.XidCatalog, context: Sequence[Signal]
+) -> Decoded:
+    """XID 45 (cleanup) and 171/172 (detail added to an XID 48) say nothing of their own: the XIDs beside
+    them on the GPU decide. Alone, 45 is an aborted application; 171/172 take their fallback."""
     companions: list[tuple[FaultClass, int]] = []
     for other in context:
         if other.xid is None or other.xid == signal.xid:
@@ -94,15 +98,22 @@ def _follows_others(signal: Signal, *, catalog: rules.XidCatalog, context: Seque
             cls = _fallback(other_entry)
         companions.append((cls, other.xid))
     if not companions:
+        if entry.fallback is not None:
+            return Decoded(
+                FaultClass(entry.fallback),
+                f"XID {signal.xid} ({entry.name}) without the XID it accompanies on this GPU: "
+                f"assume {entry.fallback}",
+            )
         return Decoded(
             FaultClass.IGNORE,
-            "XID 45 alone is cleanup after another error (or a killed process), never a root cause",
+            f"XID {signal.xid} alone is cleanup after another error (or a killed process), never a root cause",
         )
     worst_class, worst_xid = min(companions, key=lambda pair: _SEVERITY.index(pair[0]))
     xids = sorted({x for _, x in companions})
     return Decoded(
         worst_class,
-        f"XID 45 accompanies XID {', '.join(map(str, xids))} on this GPU and takes the class of XID {worst_xid}",
+        f"XID {signal.xid} accompanies XID {', '.join(map(str, xids))} on this GPU and takes the class of "
+        f"XID {worst_xid}",
         tuple(f"XID {x}" for x in xids),
     )
 

@@ -6,13 +6,23 @@ a `depends` entry without a rule, a negative window) and report every problem in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from app import domain
 from app.config import errors
@@ -29,42 +39,124 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# Text an operator must fill in: blank is as good as missing.
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+# NVIDIA's immediate-action buckets ("Resolution Bucket (Immediate Action)" in its Xid catalog) and what
+# each means in Sickbay's classes. An entry whose class is not its bucket's, whose bucket is not here
+# (CHECK_UVM is conditional on something Sickbay cannot see), or that has no bucket, must say why in a note.
+NVIDIA_ACTION_CLASSES: Mapping[str, tuple[domain.FaultClass, DependsRule | None]] = {
+    "RESTART_APP": (domain.FaultClass.RESTART_WORKLOAD, None),
+    "IGNORE": (domain.FaultClass.IGNORE, None),
+    "RESET_GPU": (domain.FaultClass.RESET_GPU, None),
+    "RESTART_BM": (domain.FaultClass.REBOOT_NODE, None),
+    # The VM that owns the GPU is the node Sickbay sees.
+    "RESTART_VM": (domain.FaultClass.REBOOT_NODE, None),
+    # A human has to act (reseat, call NVIDIA, update software): quarantine and hand off, never auto-release.
+    "CHECK_MECHANICALS": (domain.FaultClass.REPLACE, None),
+    "CONTACT_SUPPORT": (domain.FaultClass.REPLACE, None),
+    "UPDATE_SWFW": (domain.FaultClass.REPLACE, None),
+    "WORKFLOW_XID_45": (domain.FaultClass.DEPENDS, "follows-others"),
+    "WORKFLOW_XID_48": (domain.FaultClass.DEPENDS, "dbe-remap"),
+    "WORKFLOW_NVLINK_ERR": (domain.FaultClass.DEPENDS, "per-link"),
+    "WORKFLOW_NVLINK5_ERR": (domain.FaultClass.DEPENDS, "per-link"),
+    "XID_154": (domain.FaultClass.DEPENDS, "recovery-action"),
+}
+
+
+def _xid_number(value: int) -> int:
+    if not 0 < value < 1000:
+        raise ValueError("XIDs must be between 1 and 999")
+    return value
+
+
+XidNumber = Annotated[int, AfterValidator(_xid_number)]
+
+
 class XidEntry(_Frozen):
+    """One row of the catalog. Each check is a validator of its own field, so one bad entry reports all of
+    its problems together (a model validator would run only once every field is valid)."""
+
     fault_class: domain.FaultClass = Field(alias="class")
-    name: str
-    rule: DependsRule | None = None
+    name: Text
+    mnemonic: Text | None = None
+    # NVIDIA's bucket as NVIDIA writes it; null where NVIDIA's catalog gives none. Required, so a row says so.
+    nvidia_action: Text | None
+    # Where the row comes from: a document and its version.
+    source: Text
+    rule: DependsRule | None = Field(default=None, validate_default=True)
     # What a `depends` XID means when its context is missing (no link, no recovery action on the alert).
     fallback: Concrete | None = None
+    # Why the class is what it is, where it is not simply the class of NVIDIA's bucket.
+    note: Text | None = Field(default=None, validate_default=True)
 
-    @model_validator(mode="after")
-    def _depends_has_rule(self) -> XidEntry:
-        if self.fault_class is domain.FaultClass.DEPENDS and self.rule is None:
+    @field_validator("fault_class")
+    @classmethod
+    def _an_xid_class(cls, value: domain.FaultClass) -> domain.FaultClass:
+        if value in (domain.FaultClass.AT_RISK, domain.FaultClass.DRIVER_MISMATCH):
+            raise ValueError(f"class {value.value!r} is not an XID class")
+        return value
+
+    @field_validator("rule")
+    @classmethod
+    def _depends_has_rule(cls, rule: DependsRule | None, info: ValidationInfo) -> DependsRule | None:
+        fault_class = info.data.get("fault_class")
+        if fault_class is domain.FaultClass.DEPENDS and rule is None:
             raise ValueError("a 'depends' XID needs a 'rule'")
-        if self.fault_class is not domain.FaultClass.DEPENDS and self.rule is not None:
-            raise ValueError(f"'rule' only applies to class 'depends', not {self.fault_class.value!r}")
-        if self.fault_class in (domain.FaultClass.AT_RISK, domain.FaultClass.DRIVER_MISMATCH):
-            raise ValueError(f"class {self.fault_class.value!r} is not an XID class")
-        return self
+        if fault_class is not None and fault_class is not domain.FaultClass.DEPENDS and rule is not None:
+            raise ValueError(f"'rule' only applies to class 'depends', not {fault_class.value!r}")
+        return rule
+
+    @field_validator("note")
+    @classmethod
+    def _differences_are_explained(cls, note: str | None, info: ValidationInfo) -> str | None:
+        if note is not None or not {"fault_class", "nvidia_action", "rule"} <= info.data.keys():
+            return note
+        fault_class: domain.FaultClass = info.data["fault_class"]
+        action: str | None = info.data["nvidia_action"]
+        ours = f"{fault_class.value}" + (f"/{info.data['rule']}" if info.data["rule"] else "")
+        if action is None:
+            raise ValueError(f"NVIDIA gives no immediate action for it: say in a 'note' why it is {ours}")
+        expected = NVIDIA_ACTION_CLASSES.get(action)
+        if expected is None:
+            raise ValueError(
+                f"NVIDIA's bucket {action!r} has no class of its own in Sickbay: say in a 'note' why it is {ours}"
+            )
+        if expected != (fault_class, info.data["rule"]):
+            theirs = expected[0].value + (f"/{expected[1]}" if expected[1] else "")
+            raise ValueError(
+                f"class {ours} differs from NVIDIA's {action} (which is {theirs}): say why in a 'note'"
+            )
+        return note
 
 
 class XidCatalog(_Frozen):
     version: Literal[1]
-    default_class: Concrete = "transient"
-    xids: dict[int, XidEntry]
+    # Named source documents, for the entries' `source` (the shipped file refers to them by YAML anchor).
+    sources: dict[str, Text] = Field(default_factory=dict)
+    xids: dict[XidNumber, XidEntry]
     recovery_actions: dict[int, Concrete] = Field(default_factory=dict)
+    # Moved to the policy (classification.unknown_xid). Refused with the fix rather than silently ignored,
+    # so a cluster's old copy of the catalog cannot lose its setting unnoticed.
+    default_class: None = Field(default=None, exclude=True, repr=False)
 
-    @model_validator(mode="after")
-    def _xid_range(self) -> XidCatalog:
-        bad = [x for x in self.xids if not 0 < x < 1000]
-        if bad:
-            raise ValueError(f"XIDs must be between 1 and 999: {bad}")
-        return self
+    @field_validator("default_class", mode="before")
+    @classmethod
+    def _moved_to_policy(cls, value: object) -> None:
+        if value is not None:
+            raise ValueError(
+                f"'default_class' moved to rules/policy.yaml: set `classification: {{unknown_xid: {value}}}` "
+                "there and delete it here"
+            )
 
     def entry(self, xid: int) -> XidEntry | None:
         return self.xids.get(xid)
 
 
 class ClassificationPolicy(_Frozen):
+    # The class of an XID the catalog does not list. Always visible: rule `xid-unknown`, a reason naming the
+    # XID, the sickbay_unknown_xids_total{xid} metric and a warning log once per node and XID.
+    unknown_xid: Concrete = "transient"
     link_repeats: int = Field(default=3, ge=1)
     link_window: Duration = timedelta(hours=1)
     context_window: Duration = timedelta(minutes=10)

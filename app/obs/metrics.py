@@ -19,6 +19,7 @@ class Metrics:
     request_seconds: Histogram
     commit_requests: Histogram
     faults: Counter
+    unknown_xids: Counter
     pipeline_errors: Counter
     processing_seconds: Histogram
     actions: Counter
@@ -74,6 +75,12 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
             "sickbay_faults",
             "Signals classified, by fault class and status",
             ["fault_class", "status"],
+            registry=registry,
+        ),
+        unknown_xids=Counter(
+            "sickbay_unknown_xids",
+            "Firing faults whose XID the XID catalog does not list (classified by classification.unknown_xid)",
+            ["xid"],
             registry=registry,
         ),
         pipeline_errors=Counter(

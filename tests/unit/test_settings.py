@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -70,21 +71,80 @@ def test_shipped_rules_load() -> None:
     assert policy.escalation.distinct_workloads >= 2
 
 
+# The fields every entry needs besides its class, so each case below has exactly one problem.
+_REST = "name: x, nvidia_action: RESET_GPU, source: s"
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("version: 1\nxids: {48: {class: depends, name: x}}\n", "xids.48"),
-        ("version: 1\nxids: {13: {class: restart-workload, name: x, rule: per-link}}\n", "xids.13"),
-        ("version: 1\nxids: {13: {class: explode, name: x}}\n", "xids.13.class"),
+        (
+            f"version: 1\nxids: {{48: {{class: depends, {_REST}, note: n}}}}\n",
+            "xids.48.rule: Value error, a 'depends'",
+        ),
+        (
+            f"version: 1\nxids: {{13: {{class: restart-workload, {_REST}, rule: per-link, note: n}}}}\n",
+            "xids.13.rule: Value error, 'rule' only applies",
+        ),
+        (f"version: 1\nxids: {{13: {{class: explode, {_REST}}}}}\n", "xids.13.class"),
         ("version: 2\nxids: {}\n", "version"),
-        ("version: 1\nxids: {5000: {class: ignore, name: x}}\n", "between 1 and 999"),
+        (f"version: 1\nxids: {{5000: {{class: reset-gpu, {_REST}}}}}\n", "between 1 and 999"),
+        (
+            "version: 1\nxids: {79: {class: reboot-node, nvidia_action: RESTART_BM, name: x}}\n",
+            "xids.79.source",
+        ),
+        (f"version: 1\nxids: {{46: {{class: ignore, {_REST}}}}}\n", "xids.46.note"),
     ],
 )
 def test_bad_catalog_is_refused_with_the_field(tmp_path: Path, text: str, problem: str) -> None:
     path = tmp_path / "xid.yaml"
     path.write_text(text)
-    with pytest.raises(ConfigError, match=problem.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=re.escape(problem)) as raised:
         rules.load_catalog(path)
+    assert "problems)" not in str(raised.value), f"more than the one intended problem: {raised.value}"
+
+
+def test_bad_catalog_entries_are_all_reported_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "xid.yaml"
+    path.write_text(
+        "version: 1\n"
+        "default_class: transient\n"
+        "xids:\n"
+        "  31: {class: restart-workload, nvidia_action: RESTART_APP, name: x}\n"  # no source
+        "  32: {class: restart-workload, nvidia_action: RESTART_APP, name: x, source: '  '}\n"  # blank source
+        "  45: {class: depends, nvidia_action: WORKFLOW_XID_45, name: x, source: s}\n"  # no rule
+        "  46: {class: restart-workload, nvidia_action: RESET_GPU, name: x, source: s}\n"  # differs, no note
+        "  162: {class: ignore, nvidia_action: null, name: x, source: s}\n"  # no bucket, no note
+        "  163: {class: ignore, name: x, source: s, note: n}\n"  # bucket not stated
+        "  2000: {class: ignore, nvidia_action: IGNORE, name: x, source: s}\n"  # out of range
+    )
+    with pytest.raises(ConfigError) as raised:
+        rules.load_catalog(path)
+    message = str(raised.value)
+    expected = {
+        "default_class: Value error, 'default_class' moved to rules/policy.yaml": "the old key",
+        "xids.31.source: Field required": "missing source",
+        "xids.32.source: String should have at least 1 character": "blank source",
+        "xids.45.rule: Value error, a 'depends' XID needs a 'rule'": "depends without a rule",
+        "xids.46.note: Value error, class restart-workload differs from NVIDIA's RESET_GPU": "unexplained class",
+        "xids.162.note: Value error, NVIDIA gives no immediate action": "no bucket, no note",
+        "xids.163.nvidia_action: Field required": "bucket not stated",
+        "xids.2000.[key]: Value error, XIDs must be between 1 and 999": "bad XID",
+    }
+    missing = [why for text, why in expected.items() if text not in message]
+    assert not missing, f"not reported: {missing}\n{message}"
+    assert f"({len(expected)} problems)" in message
+    assert "classification: {unknown_xid: transient}" in message
+
+
+def test_unknown_xid_is_a_policy_setting(tmp_path: Path) -> None:
+    assert rules.load_policy(RULES_DIR / "policy.yaml").classification.unknown_xid == "transient"
+    path = tmp_path / "policy.yaml"
+    path.write_text("version: 1\nclassification: {unknown_xid: reset-gpu}\n")
+    assert rules.load_policy(path).classification.unknown_xid == "reset-gpu"
+    path.write_text("version: 1\nclassification: {unknown_xid: depends}\n")
+    with pytest.raises(ConfigError, match=r"classification\.unknown_xid"):
+        rules.load_policy(path)
 
 
 def test_bad_policy_durations(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 
-from app.classify.signals import Rules, classify
+from app.classify.signals import UNKNOWN_XID_RULE, Rules, classify
 from app.config import rules
 from app.config.settings import RULES_DIR
 from app.decide import plans
@@ -146,10 +146,92 @@ def test_xid_74_is_transient_until_the_link_repeats(shipped: Rules) -> None:
     )
 
 
-def test_unknown_xid_is_transient_not_dropped(shipped: Rules) -> None:
+def test_unknown_xid_takes_the_policys_class_visibly(shipped: Rules) -> None:
     fault = classify(xid_signal(999), rules_=shipped)
-    assert fault.fault_class is FaultClass.TRANSIENT
-    assert "not in the catalog" in fault.reason
+    assert fault.fault_class is FaultClass(shipped.policy.classification.unknown_xid)
+    assert fault.fault_class is FaultClass.TRANSIENT  # the shipped default
+    assert fault.rule == UNKNOWN_XID_RULE == "xid-unknown"
+    assert "XID 999 is not in the catalog" in fault.reason
+    assert "classification.unknown_xid" in fault.reason
+
+
+@pytest.mark.parametrize("unknown_xid", ["reset-gpu", "ignore", "replace"])
+def test_unknown_xid_class_is_a_policy_setting(shipped: Rules, unknown_xid: str) -> None:
+    classification = shipped.policy.classification.model_copy(update={"unknown_xid": unknown_xid})
+    policy = shipped.policy.model_copy(update={"classification": classification})
+    fault = classify(xid_signal(250), rules_=Rules(catalog=shipped.catalog, policy=policy))
+    assert fault.fault_class == FaultClass(unknown_xid)
+    assert fault.rule == UNKNOWN_XID_RULE
+    assert f"classified {unknown_xid}" in fault.reason
+    # A catalogued XID is untouched by the setting.
+    assert classify(xid_signal(79), rules_=Rules(catalog=shipped.catalog, policy=policy)).rule == "xid"
+
+
+# XIDs added from NVIDIA's full catalog, with the class each must have (NVIDIA's bucket in the comment).
+NEW_XIDS = [
+    (11, "restart-workload"),  # RESTART_APP: invalid or corrupted push buffer stream
+    (39, "restart-workload"),  # RESTART_APP: copy engine exception
+    (105, "restart-workload"),  # RESTART_APP: NVJPG7 error
+    (14, "ignore"),  # IGNORE: fake or injected error
+    (137, "ignore"),  # IGNORE: NVLink privilege error
+    (61, "replace"),  # CONTACT_SUPPORT: unused on current GPUs
+    (78, "replace"),  # UPDATE_SWFW: vGPU start error
+    (159, "reset-gpu"),  # CHECK_UVM: Sickbay cannot see UVM use, takes the reset branch
+    (162, "ignore"),  # no bucket: power smoothing re-engaged
+    (166, "transient"),  # no bucket: confidential-computing link error
+    (167, "reboot-node"),  # no bucket: PCIe fatal timeout, like 79
+    (168, "replace"),  # no bucket: WPR errors with ECC off
+    (169, "reset-gpu"),  # no bucket: micro-controller halt, like 62
+]
+
+
+@pytest.mark.parametrize(("xid", "expected"), NEW_XIDS)
+def test_newly_catalogued_xids_classify_to_their_class(shipped: Rules, xid: int, expected: str) -> None:
+    fault = classify(xid_signal(xid), rules_=shipped)
+    assert fault.fault_class == FaultClass(expected)
+    assert fault.rule == "xid"
+    entry = shipped.catalog.entry(xid)
+    assert entry is not None
+    assert f"XID {xid} ({entry.name})" in fault.reason
+
+
+@pytest.mark.parametrize("xid", [171, 172])
+def test_dram_and_sram_detail_follows_its_xid_48(shipped: Rules, xid: int) -> None:
+    alone = classify(xid_signal(xid), rules_=shipped)
+    assert alone.fault_class is FaultClass.RESET_GPU
+    assert alone.rule == "xid-follows-others"
+    assert "without the XID it accompanies" in alone.reason
+    with_48 = classify(xid_signal(xid), rules_=shipped, context=[xid_signal(48)])
+    assert with_48.fault_class is FaultClass.RESET_GPU
+    assert with_48.evidence == ("XID 48",)
+    with_79 = classify(xid_signal(xid), rules_=shipped, context=[xid_signal(48), xid_signal(79)])
+    assert with_79.fault_class is FaultClass.REBOOT_NODE
+
+
+def test_the_catalog_covers_nvidias_catalog_without_gaps(shipped: Rules) -> None:
+    # NVIDIA's public catalog (the source of every shipped entry) documents XIDs 1 to 172.
+    assert sorted(shipped.catalog.xids) == list(range(1, 173))
+
+
+def test_every_xid_has_a_class_a_source_and_nvidias_bucket() -> None:
+    raw = yaml.safe_load((RULES_DIR / "xid-catalog.yaml").read_text())
+    known_buckets = set(rules.NVIDIA_ACTION_CLASSES) | {"CHECK_UVM"}
+    for xid, entry in raw["xids"].items():
+        assert entry.get("class"), f"XID {xid} has no class"
+        assert str(entry.get("source", "")).strip(), f"XID {xid} has no source"
+        assert "docs.nvidia.com/deploy/xid-errors" in entry["source"], f"XID {xid}: {entry['source']}"
+        assert "nvidia_action" in entry, f"XID {xid} does not say NVIDIA's bucket (null when NVIDIA has none)"
+        action = entry["nvidia_action"]
+        assert action is None or action in known_buckets, f"XID {xid}: unknown bucket {action!r}"
+        if action is None:
+            assert entry.get("note"), f"XID {xid}: NVIDIA gives no bucket, so the note must say why"
+
+
+def test_classes_follow_nvidias_bucket_or_say_why(shipped: Rules) -> None:
+    for xid, entry in shipped.catalog.xids.items():
+        expected = rules.NVIDIA_ACTION_CLASSES.get(entry.nvidia_action or "")
+        if expected != (entry.fault_class, entry.rule):
+            assert entry.note, f"XID {xid} differs from NVIDIA's {entry.nvidia_action} without a note"
 
 
 def test_agent_event_and_alert_for_the_same_xid_are_one_fault(shipped: Rules) -> None:
