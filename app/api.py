@@ -6,6 +6,7 @@ rest of the service; the runtime mounts them.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aiohttp import web
@@ -14,7 +15,10 @@ from app.act.gatekeeper import GateKeeper
 from app.decide import footprint
 from app.domain import NodeState
 from app.kube import errors, port
+from app.store import deadletter, inbox
 from app.store.journal import Journal
+
+_SOURCES = ("alertmanager", "agent")
 
 
 def _limit(request: web.Request) -> int:
@@ -52,6 +56,55 @@ async def actions(request: web.Request, journal: Journal) -> web.Response:
             ],
             "outcomes": outcomes,
         }
+    )
+
+
+def rejected_view(letter: deadletter.Kept) -> dict[str, Any]:
+    return {
+        "id": letter.id,
+        "source": letter.source,
+        "reason": letter.reason,
+        "loc": letter.where,
+        "message": letter.message,
+        "fingerprint": letter.fingerprint,
+        "labels": letter.labels,
+        "raw": letter.item,
+        "first_seen": letter.first_seen,
+        "last_seen": letter.last_seen,
+        "count": letter.seen,
+    }
+
+
+def unattributed_view(row: inbox.Row) -> dict[str, Any]:
+    """An alert stored with no node: what it was, from the validated payload the inbox keeps."""
+    alert = json.loads(row.payload)
+    labels = alert.get("labels", {})
+    return {
+        "fingerprint": row.fingerprint,
+        "status": row.status,
+        "alertname": labels.get("alertname", "unnamed"),
+        "xid": labels.get("xid") or labels.get("err_code"),
+        "starts_at": alert.get("startsAt"),
+        "received_at": row.received_at,
+        "labels": labels,
+    }
+
+
+async def rejected(request: web.Request, letters: deadletter.DeadLetters) -> web.Response:
+    """The dead-letter list: alerts and events refused one by one, the most recently seen first."""
+    limit = _limit(request)
+    source = request.query.get("source") or None
+    if source is not None and source not in _SOURCES:
+        return web.json_response(
+            {"error": "bad_query", "message": f"source must be one of {', '.join(_SOURCES)}"}, status=400
+        )
+    try:
+        kept = await letters.recent(limit=limit, source=source)
+        total = await letters.count()
+    except deadletter.DeadLetterError as exc:
+        return web.json_response({"error": "unavailable", "message": str(exc)}, status=503)
+    return web.json_response(
+        {"items": [rejected_view(k) for k in kept], "total": total, "max_rows": letters.max_rows}
     )
 
 

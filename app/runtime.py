@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -42,10 +43,11 @@ from app.kube import leader as kube_leader
 from app.kube import port
 from app.kube.retries import RetryPolicy
 from app.obs.metrics import Metrics, create_metrics
-from app.store import inbox, journal
+from app.store import deadletter, inbox, journal
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
+_STATUS_ROWS = 20  # refused and unattributed alerts listed on the status page
 
 
 def utc_now() -> datetime:
@@ -61,6 +63,7 @@ class Services:
     rules: classify.Rules
     clock: Clock = utc_now
     inbox: inbox.Inbox | None = None
+    dead_letters: deadletter.DeadLetters | None = None
     journal: journal.Journal | None = None
     pipeline: pipeline.Pipeline | None = None
     kube: port.KubePort | None = None
@@ -109,6 +112,7 @@ def build_app(
     app.router.add_post("/api/v1/alerts", _alerts)
     app.router.add_post("/api/v1/gpu-events", _gpu_events)
     app.router.add_get("/api/v1/actions", _actions)
+    app.router.add_get("/api/v1/rejected", _rejected)
     app.router.add_get("/api/v1/nodes", _nodes)
     app.router.add_get("/api/v1/nodes/{name}", _node)
     app.router.add_get("/api/v1/breaker", _breaker)
@@ -133,11 +137,15 @@ async def _storage(app: web.Application) -> AsyncIterator[None]:
     )
     journal_db = await inbox.connect(path, durable=False)
     services.inbox, services.journal = box, await journal.Journal.open(journal_db, write_lock=write_lock)
+    services.dead_letters = await deadletter.DeadLetters.open(
+        path, max_rows=settings.inbox.dead_letter_rows, write_lock=write_lock
+    )
     log.info("inbox %s: %d pending rows to resume", path, await box.depth())
     try:
         yield
     finally:
         await box.close()
+        await services.dead_letters.close()
         await journal_db.close()
 
 
@@ -464,11 +472,12 @@ async def _guarded(run: Callable[[], Awaitable[None]], name: str) -> None:
 
 def _intake(request: web.Request) -> handlers.Intake:
     services = request.app[SERVICES]
-    if services.inbox is None:
+    if services.inbox is None or services.dead_letters is None:
         raise web.HTTPServiceUnavailable(text='{"error":"starting"}', content_type="application/json")
     return handlers.Intake(
         settings=services.settings,
         inbox=services.inbox,
+        dead_letters=services.dead_letters,
         metrics=services.metrics,
         accepting=lambda: services.leader,
         clock=services.clock,
@@ -501,6 +510,13 @@ def _journal(request: web.Request) -> journal.Journal:
 
 async def _actions(request: web.Request) -> web.StreamResponse:
     return await api.actions(request, _journal(request))
+
+
+async def _rejected(request: web.Request) -> web.StreamResponse:
+    letters = request.app[SERVICES].dead_letters
+    if letters is None:
+        raise web.HTTPServiceUnavailable(text='{"error":"starting"}', content_type="application/json")
+    return await api.rejected(request, letters)
 
 
 async def _nodes(request: web.Request) -> web.StreamResponse:
@@ -539,8 +555,26 @@ async def _status_page(request: web.Request) -> web.StreamResponse:
         entries=await book.entries(limit=50),
         outcomes=await book.outcomes(limit=300),
         gates=services.gates,
+        intake=await _intake_problems(services),
     )
     return web.Response(text=html, content_type="text/html")
+
+
+async def _intake_problems(services: Services) -> status.IntakeProblems | None:
+    """What the status page shows of refused and unattributed alerts; None (said so) if unreadable."""
+    if services.inbox is None or services.dead_letters is None:
+        return None
+    try:
+        unattributed, newest = await services.inbox.unattributed(limit=_STATUS_ROWS)
+        return status.IntakeProblems(
+            rejected_total=await services.dead_letters.count(),
+            rejected=tuple(await services.dead_letters.recent(limit=_STATUS_ROWS)),
+            unattributed_total=unattributed,
+            unattributed=tuple(newest),
+        )
+    except (deadletter.DeadLetterError, sqlite3.Error, ValueError) as exc:
+        log.warning("status page: cannot read refused or unattributed alerts: %s", exc)
+        return None
 
 
 async def _healthz(request: web.Request) -> web.StreamResponse:

@@ -8,13 +8,15 @@ render as text, never as markup.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 from typing import Any
 
 from app.act.gatekeeper import GateKeeper
-from app.api import breaker_view, node_view
+from app.api import breaker_view, node_view, unattributed_view
 from app.domain import NodeState
+from app.store import deadletter, inbox
 from app.store.journal import Entry
 
 _NEXT_STEP = {
@@ -37,6 +39,16 @@ border-radius:.3rem;font-size:12px;background:#e3e6eb} .bad{background:#fbd5d5} 
 """
 
 
+@dataclass(frozen=True)
+class IntakeProblems:
+    """Alerts the webhook refused (the dead-letter list) and alerts it stored that name no node."""
+
+    rejected_total: int
+    rejected: Sequence[deadletter.Kept]
+    unattributed_total: int
+    unattributed: Sequence[inbox.Row]
+
+
 def render(
     *,
     identity: str,
@@ -50,6 +62,7 @@ def render(
     gates: GateKeeper | None,
     model_card: dict[str, Any] | None = None,
     risks: Sequence[dict[str, Any]] = (),
+    intake: IntakeProblems | None = None,
     refresh_s: int = 10,
 ) -> str:
     mode = "dry-run: observing only, writing nothing" if dry_run else ("paused" if paused else "acting")
@@ -64,6 +77,7 @@ def render(
         _summary(nodes, gates),
         _nodes_table(nodes),
         _risk_table(risks),
+        _intake_problems(intake),
         _timeline(entries, outcomes),
         _model(model_card),
         "</body></html>",
@@ -136,6 +150,58 @@ def _risk_table(risks: Sequence[dict[str, Any]]) -> str:
     )
     head = "<tr><th>node</th><th>GPU</th><th>risk</th><th>level</th><th>what drove it</th></tr>"
     return f"<h2>Risk</h2><table>{head}{rows}</table>"
+
+
+def _intake_problems(intake: IntakeProblems | None) -> str:
+    """Refused and unattributed alerts: each is a fault that reached no node, so it is shown, not buried."""
+    head = "<h2>Alerts that reached no node</h2>"
+    if intake is None:
+        return head + "<p class=muted>Not available: the inbox could not be read (see the log).</p>"
+    parts = [head]
+    if intake.unattributed:
+        rows = "".join(_unattributed_row(unattributed_view(row)) for row in intake.unattributed)
+        parts.append(
+            f'<p><span class="tag warn">{intake.unattributed_total} unattributed</span> accepted, but no '
+            "node label is set (an empty label counts as absent), so no node is acted on. Newest first:</p>"
+            "<table><tr><th>received</th><th>alert</th><th>status</th><th>fingerprint</th><th>labels</th></tr>"
+            f"{rows}</table>"
+        )
+    if intake.rejected:
+        rows = "".join(_rejected_row(letter) for letter in intake.rejected)
+        parts.append(
+            f'<p><span class="tag bad">{intake.rejected_total} refused</span> invalid alerts and agent events, '
+            "kept with their reason (<code>GET /api/v1/rejected</code>). Most recently seen first:</p>"
+            "<table><tr><th>last seen</th><th>source</th><th>reason</th><th>where</th><th>why</th>"
+            f"<th>labels</th><th>times</th></tr>{rows}</table>"
+        )
+    if len(parts) == 1:
+        parts.append("<p class=muted>None: every alert received named a valid node.</p>")
+    return "".join(parts)
+
+
+def _unattributed_row(view: dict[str, Any]) -> str:
+    what = str(view["alertname"]) + (f" (XID {view['xid']})" if view["xid"] else "")
+    return (
+        f"<tr><td>{escape(str(view['received_at']))}</td><td>{escape(what)}</td>"
+        f"<td>{escape(str(view['status']))}</td><td>{escape(str(view['fingerprint']))}</td>"
+        f"<td>{escape(_compact(view['labels']))}</td></tr>"
+    )
+
+
+def _rejected_row(letter: deadletter.Kept) -> str:
+    return (
+        f"<tr><td>{escape(letter.last_seen)}</td><td>{escape(letter.source)}</td>"
+        f'<td><span class="tag">{escape(letter.reason)}</span></td><td>{escape(letter.where)}</td>'
+        f"<td>{escape(letter.message)}</td><td>{escape(_compact(letter.labels))}</td><td>{letter.seen}</td></tr>"
+    )
+
+
+def _compact(labels: Any, *, limit: int = 300) -> str:
+    if isinstance(labels, dict):
+        text = ", ".join(f"{k}={v}" for k, v in labels.items())
+    else:
+        text = "" if labels is None else str(labels)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _timeline(entries: Iterable[Entry], outcomes: Sequence[dict[str, Any]]) -> str:

@@ -1,15 +1,17 @@
 """Delivers spooled events to the service, oldest first, at most 100 per request, until each is accepted.
 
-2xx removes a batch from the spool. 5xx (a follower answers 503 during failover), 429, timeouts and
-connection errors keep it and retry after a capped, jittered exponential backoff (or the server's
-Retry-After, capped the same). Any other 4xx is a permanent rejection: logged and dropped, never retried,
-so one bad event can't block the queue. An event's id never changes, so a batch resent after a lost 2xx
+2xx removes a batch from the spool; the service admits each event on its own, so a 2xx may still name
+events it refused (`rejected`, kept in its dead-letter list): those are logged and counted as rejected.
+5xx (a follower answers 503 during failover), 429, timeouts and connection errors keep it and retry after
+a capped, jittered exponential backoff (or the server's Retry-After, capped the same). Any other 4xx is a
+permanent rejection: logged and dropped, never retried, so one bad event can't block the queue. An event's id never changes, so a batch resent after a lost 2xx
 is deduplicated by the service. This module does no NVML and builds no events.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 from collections.abc import Sequence
@@ -51,6 +53,8 @@ class PushResult:
     outcome: Outcome
     # Seconds the server asked us to wait (Retry-After), already capped; None to use the backoff.
     retry_after_s: float | None = None
+    # Of a delivered batch, how many events the service refused one by one (its answer's `rejected`).
+    refused: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +140,8 @@ class Pusher:
             return self._retry()
         result = await self._post(events, token)
         if result.outcome is Outcome.DELIVERED:
-            self._metrics.delivered.inc(len(events))
+            self._metrics.delivered.inc(len(events) - result.refused)
+            self._metrics.rejected.inc(result.refused)
         elif result.outcome is Outcome.REJECTED:
             self._metrics.rejected.inc(len(events))
         if result.outcome is not Outcome.RETRY:
@@ -154,14 +159,15 @@ class Pusher:
             ) as resp:
                 status = resp.status
                 retry_after = resp.headers.get("Retry-After")
-                detail = (await resp.text())[:300] if status >= 400 else ""
+                text = await resp.text()
+                detail = text[:300] if status >= 400 else ""
         except (aiohttp.ClientError, TimeoutError) as exc:
             log.warning("service unreachable at %s: %s", self._url, exc or type(exc).__name__)
             return self._retry()
         if 200 <= status < 300:
             self._metrics.push_attempts.labels(outcome="delivered").inc()
             self._batch_max = wire.MAX_EVENTS_PER_REQUEST
-            return PushResult(Outcome.DELIVERED)
+            return PushResult(Outcome.DELIVERED, refused=_refused(text, sent=len(events)))
         if status == 413 and len(events) > 1:
             self._batch_max = max(1, len(events) // 2)
             log.warning(
@@ -209,3 +215,23 @@ def _parse(rows: Sequence[SpooledEvent]) -> tuple[list[wire.EventPayload], list[
         except pydantic.ValidationError:
             unreadable.append(row.seq)
     return events, unreadable
+
+
+def _refused(answer: str, *, sent: int) -> int:
+    """How many events of a 2xx the service refused one by one; 0 when its answer does not say."""
+    try:
+        body = json.loads(answer)
+    except ValueError:
+        return 0
+    refused = body.get("rejected") if isinstance(body, dict) else None
+    if not isinstance(refused, int) or isinstance(refused, bool) or refused <= 0:
+        return 0
+    rejections = body.get("rejections")
+    first = rejections[0] if isinstance(rejections, list) and rejections else None
+    log.error(
+        "service refused %d of %d events (kept in its GET /api/v1/rejected, not retried); first: %s",
+        refused,
+        sent,
+        json.dumps(first)[:300],
+    )
+    return min(refused, sent)

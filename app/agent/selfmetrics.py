@@ -35,7 +35,7 @@ def create_metrics() -> AgentMetrics:
         ),
         rejected=Counter(
             "sickbay_agent_events_rejected",
-            "Events the service refused with a 4xx other than 429; dropped, not retried.",
+            "Events the service refused (a 4xx other than 429, or one by one in a 2xx); not retried.",
             registry=registry,
         ),
         push_attempts=Counter(

@@ -56,6 +56,9 @@ class InboxSettings(BaseModel):
     path: Path = Path("sickbay.db")
     # Group commit: how many rows one transaction may carry, so a huge burst still commits in slices.
     max_batch_rows: int = Field(default=5000, ge=1)
+    # Alerts and agent events refused one by one (GET /api/v1/rejected): the newest this many distinct
+    # ones are kept, in the same file; a resend of one already kept counts on its row instead.
+    dead_letter_rows: int = Field(default=1000, ge=1, le=1_000_000)
 
 
 class PipelineSettings(BaseModel):

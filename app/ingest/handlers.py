@@ -1,26 +1,31 @@
 """aiohttp handlers for `POST /api/v1/alerts` and `POST /api/v1/gpu-events`.
 
-The contract with senders: 2xx only after every alert of the request is committed to the inbox; any
-bad input gets a 4xx with a JSON body naming the problem and changes nothing; 503 (retry) when this
-replica cannot take writes (not the leader, inbox closing). Never a 5xx for bad input.
+The contract with senders: 200 only after every valid alert of the request is committed to the inbox
+and every invalid one is kept in the dead-letter list, answering `{"accepted", "duplicates",
+"rejected"}`. A 4xx, with a JSON body naming the problem, only for a body that is invalid as a whole
+(not JSON, wrong version, no alerts list, every alert invalid): Alertmanager never retries a 4xx, so
+one bad alert must not cost the group's good ones. 503 (retry) when this replica cannot take writes
+(not the leader, inbox or dead-letter list unavailable). Never a 5xx for bad input.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from aiohttp import web
 
 from app.config.settings import Settings
-from app.ingest import auth, bodies, payloads, signals
+from app.ingest import admission, auth, bodies, payloads, signals
 from app.obs.metrics import Metrics
-from app.store import inbox
+from app.store import deadletter, inbox
 
 log = logging.getLogger(__name__)
+_MAX_DETAILS = 20  # refusals named in one answer; the dead-letter list keeps them all
 
 Source = Literal["alertmanager", "agent"]
 
@@ -31,6 +36,7 @@ class Intake:
 
     settings: Settings
     inbox: inbox.Inbox
+    dead_letters: deadletter.DeadLetters
     metrics: Metrics
     # Whether this replica may accept writes (the leader); followers answer 503 so senders retry.
     accepting: Callable[[], bool] = lambda: True
@@ -58,83 +64,128 @@ async def _admit(request: web.Request, intake: Intake) -> bytes:
     return await bodies.read_limited(request, limit=intake.settings.max_body_bytes)
 
 
-def _alert_records(
-    payload: payloads.AlertmanagerPayload, *, intake: Intake, received_at: datetime
-) -> list[inbox.Record]:
-    # The hot path: validate what must be refused now, store the alert; the pipeline builds the Signal.
-    records = []
-    keys = intake.node_keys
-    received = received_at.isoformat()
-    for index, alert in enumerate(payload.alerts):
-        try:
-            node = signals.admit_alert(alert, keys=keys, where=f"alerts.{index}")
-        except signals.SignalError as exc:
-            raise bodies.Rejection(
-                422, "invalid_alert", str(exc), [{"loc": exc.where, "msg": exc.message}]
-            ) from None
-        records.append(
-            inbox.Record(
-                source="alertmanager",
-                fingerprint=alert.fingerprint,
-                starts_at=signals.utc(alert.starts_at).isoformat(),
-                status=alert.status,
-                node=node,
-                payload=alert.model_dump_json(by_alias=True),
-                received_at=received,
-            )
-        )
-    return records
+def _details(refusals: Sequence[admission.Refusal]) -> list[dict[str, str]]:
+    return [{"loc": r.where, "reason": r.reason.value, "msg": r.message} for r in refusals[:_MAX_DETAILS]]
 
 
-def _event_records(payload: payloads.GpuEventsPayload, *, received_at: datetime) -> list[inbox.Record]:
-    records = []
-    for index, event in enumerate(payload.events):
-        try:
-            signal = signals.from_gpu_event(event, received_at=received_at, where=f"events.{index}")
-        except signals.SignalError as exc:
-            raise bodies.Rejection(
-                422, "invalid_event", str(exc), [{"loc": exc.where, "msg": exc.message}]
-            ) from None
-        records.append(inbox.record_of(signal, payload=event.model_dump_json()))
-    return records
-
-
-async def _store(intake: Intake, records: Sequence[inbox.Record], *, source: Source) -> web.Response:
+async def _keep(intake: Intake, admitted: admission.Sorted, *, source: Source, noun: str) -> bool:
+    """Count, log and dead-letter the refused items; False when the list cannot be written."""
+    refusals = admitted.refusals
+    for refusal in refusals:
+        intake.metrics.rejected.labels(source=source, reason=refusal.reason.value).inc()
+    first = refusals[0]
+    # One line per request, not per item (a body may hold thousands); values are repr'd, never raw.
+    log.warning(
+        "refused %d of %d %s (kept in GET /api/v1/rejected); first at %r (%s): %r",
+        len(refusals),
+        admitted.total,
+        noun,
+        first.where,
+        first.reason.value,
+        first.message,
+    )
+    letters = [
+        deadletter.Letter(source=source, reason=r.reason.value, where=r.where, message=r.message, item=r.item)
+        for r in refusals
+    ]
     try:
-        result = await intake.inbox.append(records)
+        await intake.dead_letters.keep(letters, seen_at=intake.clock())
+    except deadletter.DeadLetterError:
+        log.exception(
+            "could not keep %d refused %s; answering 503 so they are sent again", len(letters), noun
+        )
+        return False
+    return True
+
+
+def _unavailable(intake: Intake, message: str, *, source: Source) -> web.Response:
+    intake.metrics.requests_rejected.labels(source=source, reason="unavailable").inc()
+    return error_response(bodies.Rejection(503, "unavailable", f"{message}; retry"))
+
+
+def _report_unattributed(intake: Intake, records: Sequence[inbox.Record], fresh: Sequence[bool]) -> None:
+    """An alert that names no node reaches no node: say so loudly, once per stored alert."""
+    keys = ", ".join(intake.settings.node_label_keys)
+    for record, new in zip(records, fresh, strict=True):
+        if not new or record.node is not None:
+            continue
+        intake.metrics.unattributed.inc()
+        log.warning(
+            "alert %r (%s, fingerprint %s) names no node: none of the labels %s is set; it is recorded "
+            "as unattributed and no node will be acted on",
+            _alertname(record.payload),
+            record.status,
+            record.fingerprint,
+            keys,
+        )
+
+
+def _alertname(payload: str) -> str:
+    labels = json.loads(payload).get("labels", {})
+    return str(labels.get("alertname", "unnamed"))
+
+
+async def _answer(intake: Intake, admitted: admission.Sorted, *, source: Source, noun: str) -> web.Response:
+    """Store the valid items, dead-letter the others; 4xx only when no item of the body was valid."""
+    if admitted.all_refused:
+        if not await _keep(intake, admitted, source=source, noun=noun):
+            return _unavailable(intake, "the dead-letter list is unavailable", source=source)
+        first = admitted.refusals[0]
+        rejection = bodies.Rejection(
+            422,
+            f"no_valid_{noun}",
+            f"no valid {noun} in the body ({admitted.total} refused); {first.where}: {first.message}",
+            _details(admitted.refusals),
+        )
+        intake.metrics.requests_rejected.labels(source=source, reason=rejection.reason).inc()
+        return error_response(rejection)
+    try:
+        result = await intake.inbox.append(admitted.records)
     except inbox.InboxClosedError as exc:
-        intake.metrics.rejected.labels(source=source, reason="unavailable").inc()
-        return error_response(bodies.Rejection(503, "unavailable", f"{exc}; retry"))
+        # Nothing is dead-lettered either: the sender's retry brings the refused items back.
+        return _unavailable(intake, str(exc), source=source)
     intake.metrics.received.labels(source=source).inc(result.stored)
     intake.metrics.duplicates.labels(source=source).inc(result.duplicates)
-    return web.json_response({"accepted": result.stored, "duplicates": result.duplicates})
+    if source == "alertmanager":
+        _report_unattributed(intake, admitted.records, result.fresh)
+    if admitted.refusals and not await _keep(intake, admitted, source=source, noun=noun):
+        # The valid items are committed (a resend finds them as duplicates); the refused ones are not kept.
+        return _unavailable(intake, "the dead-letter list is unavailable", source=source)
+    answer: dict[str, Any] = {
+        "accepted": result.stored,
+        "duplicates": result.duplicates,
+        "rejected": len(admitted.refusals),
+    }
+    if admitted.refusals:
+        answer["rejections"] = _details(admitted.refusals)
+    return web.json_response(answer)
 
 
 async def handle_alerts(request: web.Request, intake: Intake) -> web.Response:
     received_at = intake.clock()
     try:
         raw = await _admit(request, intake)
-        payload = bodies.decode(raw, payloads.AlertmanagerPayload)
-        records = _alert_records(payload, intake=intake, received_at=received_at)
+        envelope = bodies.decode(raw, payloads.AlertmanagerEnvelope)
     except bodies.Rejection as rejection:
-        intake.metrics.rejected.labels(source="alertmanager", reason=rejection.reason).inc()
+        intake.metrics.requests_rejected.labels(source="alertmanager", reason=rejection.reason).inc()
         return error_response(rejection)
-    if payload.truncated_alerts:
+    if envelope.truncated_alerts:
         log.warning(
             "Alertmanager truncated %d alerts from group %s; raise max_alerts on the receiver",
-            payload.truncated_alerts,
-            payload.group_key,
+            envelope.truncated_alerts,
+            envelope.group_key,
         )
-    return await _store(intake, records, source="alertmanager")
+    admitted = admission.sort_alerts(envelope.alerts, keys=intake.node_keys, received_at=received_at)
+    return await _answer(intake, admitted, source="alertmanager", noun="alerts")
 
 
 async def handle_gpu_events(request: web.Request, intake: Intake) -> web.Response:
     received_at = intake.clock()
     try:
         raw = await _admit(request, intake)
-        payload = bodies.decode(raw, payloads.GpuEventsPayload)
-        records = _event_records(payload, received_at=received_at)
+        envelope = bodies.decode(raw, payloads.GpuEventsEnvelope)
     except bodies.Rejection as rejection:
-        intake.metrics.rejected.labels(source="agent", reason=rejection.reason).inc()
+        intake.metrics.requests_rejected.labels(source="agent", reason=rejection.reason).inc()
         return error_response(rejection)
-    return await _store(intake, records, source="agent")
+    admitted = admission.sort_events(envelope.events, received_at=received_at)
+    return await _answer(intake, admitted, source="agent", noun="events")

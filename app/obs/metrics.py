@@ -15,6 +15,8 @@ class Metrics:
     received: Counter
     duplicates: Counter
     rejected: Counter
+    requests_rejected: Counter
+    unattributed: Counter
     inbox_depth: Gauge
     request_seconds: Histogram
     commit_requests: Histogram
@@ -55,7 +57,21 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
             registry=registry,
         ),
         rejected=Counter(
-            "sickbay_alerts_rejected", "Requests refused, by reason", ["source", "reason"], registry=registry
+            "sickbay_alerts_rejected",
+            "Alerts and agent events refused one by one and kept in the dead-letter list, by reason",
+            ["source", "reason"],
+            registry=registry,
+        ),
+        requests_rejected=Counter(
+            "sickbay_requests_rejected",
+            "Webhook and agent requests refused as a whole (4xx, or 503 to be retried), by reason",
+            ["source", "reason"],
+            registry=registry,
+        ),
+        unattributed=Counter(
+            "sickbay_alerts_unattributed",
+            "Alerts stored that name no node (no node label set): they reach no node",
+            registry=registry,
         ),
         inbox_depth=Gauge("sickbay_inbox_depth", "Inbox rows not yet processed", registry=registry),
         request_seconds=Histogram(

@@ -41,6 +41,8 @@ CREATE TABLE IF NOT EXISTS inbox (
     UNIQUE (source, fingerprint, starts_at, status)
 );
 CREATE INDEX IF NOT EXISTS inbox_pending ON inbox (state, seq);
+-- Alerts that named no node, for the status page: few rows, so a partial index keeps the lookup cheap.
+CREATE INDEX IF NOT EXISTS inbox_unattributed ON inbox (seq) WHERE node IS NULL;
 """
 
 
@@ -97,6 +99,8 @@ class Row:
 class Appended:
     stored: int
     duplicates: int
+    # Per record of the request, in order: True when it was stored, False when it was a duplicate.
+    fresh: tuple[bool, ...] = ()
 
 
 class InboxClosedError(RuntimeError):
@@ -237,14 +241,17 @@ class Inbox:
                 results: list[Appended] = []
                 fresh: list[Record] = []
                 for pending in batch:
-                    stored = 0
+                    flags: list[bool] = []
                     for record in pending.records:
                         key = (record.source, record.fingerprint, record.starts_at, record.status)
-                        if key not in seen:
+                        flags.append(key not in seen)
+                        if flags[-1]:
                             seen.add(key)
                             fresh.append(record)
-                            stored += 1
-                    results.append(Appended(stored=stored, duplicates=len(pending.records) - stored))
+                    stored = sum(flags)
+                    results.append(
+                        Appended(stored=stored, duplicates=len(flags) - stored, fresh=tuple(flags))
+                    )
                 await self._db.executemany(
                     "INSERT OR IGNORE INTO inbox "
                     "(source, fingerprint, starts_at, status, node, payload, received_at) "
@@ -319,3 +326,16 @@ class Inbox:
     async def counts(self) -> dict[str, int]:
         async with self._lock, self._db.execute("SELECT state, count(*) FROM inbox GROUP BY state") as cursor:
             return {state: int(n) for state, n in await cursor.fetchall()}
+
+    async def unattributed(self, *, limit: int) -> tuple[int, list[Row]]:
+        """Alerts stored with no node (none of the node labels was set): how many, and the newest."""
+        async with self._lock:
+            async with self._db.execute("SELECT count(*) FROM inbox WHERE node IS NULL") as cursor:
+                row = await cursor.fetchone()
+            async with self._db.execute(
+                "SELECT seq, source, fingerprint, status, node, payload, received_at, attempts FROM inbox "
+                "WHERE node IS NULL ORDER BY seq DESC LIMIT ?",
+                (limit,),
+            ) as cursor:
+                newest = [Row(*r) for r in await cursor.fetchall()]
+        return (int(row[0]) if row else 0), newest

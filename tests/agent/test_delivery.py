@@ -23,6 +23,8 @@ from app.agent.recorder import Recorder
 from app.agent.selfmetrics import AgentMetrics, create_metrics
 from app.agent.spool import Spool
 from app.agent.state import GpuStates
+from app.config.settings import load_settings
+from app.runtime import build_app
 from tests.agent.conftest import TOKEN, Receiver, eventually
 
 GPU = GpuIdentity(index=3, uuid="GPU-3", pci_bus_id="00000000:1B:00.0", model="NVIDIA H100 80GB HBM3")
@@ -170,6 +172,32 @@ async def test_a_permanent_rejection_is_logged_and_dropped(
     assert pipeline.spool.depth().events == 0
     assert metric(pipeline.metrics, "sickbay_agent_events_rejected_total") == 2
     assert "HTTP 422" in caplog.text
+
+
+async def test_events_the_service_refuses_one_by_one_are_counted_and_not_resent(
+    pipeline: Pipeline, receiver: Receiver, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Against the real service: an event it refuses (XID out of range) costs neither its batch nor a retry."""
+    settings = load_settings(auth={"mode": "bearer", "token": TOKEN}, inbox={"path": tmp_path / "sb.db"})
+    server = TestServer(build_app(settings), host="127.0.0.1", port=receiver.port)
+    await server.start_server()
+    try:
+        await pipeline.recorder.record([xid_event(13), xid_event(70000), xid_event(31)])
+        result = await pipeline.pusher.push_once()
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{receiver.base_url}/api/v1/rejected?source=agent") as response,
+        ):
+            kept = (await response.json())["items"]
+    finally:
+        await server.close()
+
+    assert (result.outcome, result.refused) == (Outcome.DELIVERED, 1)
+    assert pipeline.spool.depth().events == 0
+    assert metric(pipeline.metrics, "sickbay_agent_events_delivered_total") == 2
+    assert metric(pipeline.metrics, "sickbay_agent_events_rejected_total") == 1
+    assert "refused 1 of 3 events" in caplog.text
+    assert [(k["loc"], k["raw"]["xid"]) for k in kept] == [("events.1.xid", 70000)]
 
 
 @pytest.mark.parametrize("status", [429, 500, 503])

@@ -179,7 +179,7 @@ async def test_sigkill_mid_burst_loses_no_acknowledged_alert(sickbay_server):
     assert KILL_AT_ACKS <= len(burst.acked) < REQUESTS
     assert len(burst.failed) > 0
     for request, answer in burst.acked.items():
-        assert answer == {"accepted": PER_REQUEST, "duplicates": 0}, (request, answer)
+        assert answer == {"accepted": PER_REQUEST, "duplicates": 0, "rejected": 0}, (request, answer)
     acked_fps = {fingerprint(r, i) for r in burst.acked for i in range(PER_REQUEST)}
 
     # The file survived the kill intact, and every acknowledged alert is in it — before any restart.
@@ -213,7 +213,10 @@ async def test_sigkill_mid_burst_loses_no_acknowledged_alert(sickbay_server):
     assert not resend.failed, list(resend.failed.items())[:3]
     for request, answer in resend.acked.items():
         already = sum(fingerprint(request, i) in stored for i in range(PER_REQUEST))
-        assert answer == {"accepted": PER_REQUEST - already, "duplicates": already}, (request, answer)
+        assert answer == {"accepted": PER_REQUEST - already, "duplicates": already, "rejected": 0}, (
+            request,
+            answer,
+        )
         if request in burst.acked:
             assert answer["duplicates"] == PER_REQUEST
     assert sum(a["duplicates"] for a in resend.acked.values()) == len(stored)

@@ -99,7 +99,7 @@ async def test_explain_with_kubeconfig_prints_the_plan_serve_journals(tmp_path: 
             "/api/v1/alerts", data=json.dumps(body), headers={"Content-Type": "application/json"}
         )
         assert response.status == 200, await response.text()
-        assert await response.json() == {"accepted": 1, "duplicates": 0}
+        assert await response.json() == {"accepted": 1, "duplicates": 0, "rejected": 0}
 
         async def journaled() -> bool:
             answer = await (await world.client.get("/api/v1/actions", params={"node": "gpu-00"})).json()
