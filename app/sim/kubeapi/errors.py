@@ -81,8 +81,13 @@ def bad_request(message: str) -> ApiError:
 
 
 def invalid(rt: ResourceType, name: str, *, causes: Sequence[tuple[str, str, str]]) -> ApiError:
-    """422 Invalid; each cause is (reason, field, message), e.g. ("FieldValueInvalid", "metadata.name", ...)."""
-    listed = [f"{fld}: {msg}" for _, fld, msg in causes]
+    """422 Invalid; each cause is (reason, field, message), e.g. ("FieldValueInvalid", "metadata.name", ...).
+
+    Every cause is listed in `details.causes`, repeats included, but the message names each once:
+    field.ErrorList.ToAggregate drops errors whose text it has already seen
+    (k8s.io/apimachinery/pkg/util/validation/field/errors.go), while NewInvalid copies the list as is.
+    """
+    listed = list(dict.fromkeys(f"{fld}: {msg}" for _, fld, msg in causes))
     summary = listed[0] if len(listed) == 1 else "[" + ", ".join(listed) + "]"
     details: JsonObj = {"name": name}
     if rt.group:
