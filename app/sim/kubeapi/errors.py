@@ -66,13 +66,21 @@ def already_exists(rt: ResourceType, name: str) -> ApiError:
     )
 
 
-def conflict(rt: ResourceType, name: str, *, why: str | None = None) -> ApiError:
+def conflict(rt: ResourceType, name: str, *, why: str | None = None, by_kind: bool = False) -> ApiError:
+    """409 Conflict. `by_kind` names the object by its kind (`Pod`, `PodDisruptionBudget.policy`) as the
+    delete path does: rest.BeforeDelete builds its GroupResource as {Group: gvk.Group, Resource: gvk.Kind}
+    (k8s.io/apiserver/pkg/registry/rest/delete.go), where an update's conflict names the resource (`pods`)."""
     why = why or "the object has been modified; please apply your changes to the latest version and try again"
+    if by_kind:
+        qualified = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+        details: JsonObj = {"name": name, **({"group": rt.group} if rt.group else {}), "kind": rt.kind}
+    else:
+        qualified, details = rt.qualified, _details(rt, name)
     return ApiError(
         409,
         "Conflict",
-        message=f'Operation cannot be fulfilled on {rt.qualified} "{name}": {why}',
-        details=_details(rt, name),
+        message=f'Operation cannot be fulfilled on {qualified} "{name}": {why}',
+        details=details,
     )
 
 

@@ -303,19 +303,29 @@ class Registry:
         return gone
 
     def check_preconditions(self, rt: ResourceType, current: JsonObj, *, preconditions: JsonObj) -> None:
+        """A stale UID or resourceVersion in DeleteOptions is 409 Conflict, worded as rest.BeforeDelete words it.
+
+        kube-apiserver checks them in k8s.io/apiserver/pkg/registry/rest/delete.go (BeforeDelete) before it
+        touches storage, and EvictionREST's addConditionAndDeletePod repeats the same text. The storage
+        layer's own "Precondition failed: UID in precondition: …" (storage.Preconditions.Check) is reached
+        only when the object changes between that check and the delete, which cannot happen here.
+        """
         meta = current["metadata"]
         if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
-            why = f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: {meta['uid']}"
-            raise errors.conflict(rt, meta["name"], why=why)
+            why = (
+                f"the UID in the precondition ({preconditions['uid']}) does not match the UID in record "
+                f"({meta['uid']}). The object might have been deleted and then recreated"
+            )
+            raise errors.conflict(rt, meta["name"], why=why, by_kind=True)
         if (
             preconditions.get("resourceVersion")
             and preconditions["resourceVersion"] != meta["resourceVersion"]
         ):
             why = (
-                f"Precondition failed: ResourceVersion in precondition: {preconditions['resourceVersion']}, "
-                f"ResourceVersion in object meta: {meta['resourceVersion']}"
+                f"the ResourceVersion in the precondition ({preconditions['resourceVersion']}) does not match "
+                f"the ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified"
             )
-            raise errors.conflict(rt, meta["name"], why=why)
+            raise errors.conflict(rt, meta["name"], why=why, by_kind=True)
 
     def _grace_seconds(self, rt: ResourceType, current: JsonObj, *, options: JsonObj) -> int:
         """Seconds a pod stays Terminating; 0 removes it now. Only a pod bound to a node has a kubelet to wait on."""
