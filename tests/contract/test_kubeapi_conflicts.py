@@ -13,6 +13,7 @@ from tests.contract.conftest import Nodes, PodFactory
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
+GPU_DOWN = {"type": "GpuHealthy", "status": "False", "reason": "Xid79", "message": "GPU fell off the bus"}
 
 
 def status_of(error: aclient.ApiException) -> dict[str, object]:
@@ -135,28 +136,32 @@ async def test_no_op_patch_keeps_the_resource_version(core: aclient.CoreV1Api, n
     assert after.metadata.resource_version == before.metadata.resource_version
 
 
-async def test_main_endpoint_ignores_status_and_status_endpoint_ignores_labels(
-    core: aclient.CoreV1Api, nodes: Nodes
-) -> None:
+async def test_main_endpoint_ignores_status(core: aclient.CoreV1Api, nodes: Nodes) -> None:
     name = await nodes.create()
-    condition = {
-        "type": "GpuHealthy",
-        "status": "False",
-        "reason": "Xid79",
-        "message": "GPU fell off the bus",
-    }
-    await core.patch_node(name, {"status": {"conditions": [condition]}}, _content_type=STRATEGIC)
+    await core.patch_node(name, {"status": {"conditions": [GPU_DOWN]}}, _content_type=STRATEGIC)
     node = await core.read_node(name)
     assert not any(c.type == "GpuHealthy" for c in (node.status.conditions if node.status else None) or [])
 
-    await core.patch_node_status(
+
+async def test_node_status_endpoint_keeps_label_changes_and_drops_spec_changes(
+    core: aclient.CoreV1Api, nodes: Nodes
+) -> None:
+    """nodeStatusStrategy.PrepareForUpdate resets only the spec: labels written through /status stay."""
+    name = await nodes.create(labels={"keep": "me"})
+    patched = await core.patch_node_status(
         name,
-        {"metadata": {"labels": {"x": "y"}}, "status": {"conditions": [condition]}},
+        {
+            "metadata": {"labels": {"x": "y"}},
+            "spec": {"unschedulable": True},
+            "status": {"conditions": [GPU_DOWN]},
+        },
         _content_type=STRATEGIC,
     )
+    assert patched.metadata.labels == {"keep": "me", "x": "y"}
     node = await core.read_node(name)
     assert [c.type for c in node.status.conditions if c.type == "GpuHealthy"] == ["GpuHealthy"]
-    assert "x" not in (node.metadata.labels or {})
+    assert node.metadata.labels == {"keep": "me", "x": "y"}
+    assert not node.spec.unschedulable
 
 
 async def test_delete_with_a_stale_uid_precondition_is_409_conflict(

@@ -1,10 +1,11 @@
 """Kubernetes write semantics over the store: create, update, patch and delete as kube-apiserver does them.
 
 What lives here is exactly what a fake tends to get wrong: resourceVersion preconditions (409), server-owned
-metadata a client cannot overwrite, a main endpoint that ignores status and a /status endpoint that ignores
-everything else, generation bumps, no-op writes that keep the resourceVersion, finalizers and graceful pod
-deletion, and the disruption controller re-run after every write that changes a budget. Every public
-method is synchronous, so each request's read-modify-write is atomic on the event loop.
+metadata a client cannot overwrite, a main endpoint that ignores status and a /status endpoint that keeps
+the spec (and what each kind's status strategy resets), generation bumps, no-op writes that keep the
+resourceVersion, finalizers and graceful pod deletion, and the disruption controller re-run after every
+write that changes a budget. Every public method is synchronous, so each request's read-modify-write is
+atomic on the event loop.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from app.sim.kubeapi import controllers, errors, pods
+from app.sim.kubeapi import controllers, errors, pods, strategies
 from app.sim.kubeapi.patches import apply_json_patch, apply_merge_patch
 from app.sim.kubeapi.patchmeta import rules_for
 from app.sim.kubeapi.resources import NAMESPACES, PODS, JsonObj, Ref, ResourceType
@@ -28,7 +29,6 @@ Scheduler = Callable[[float, Callable[[], None]], None]
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-_SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 _NODE_INFO_KEYS = (
     "machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion",
     "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture",
@@ -128,7 +128,7 @@ class Registry:
             raise errors.internal("resourceVersion should not be set on objects to be created")
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = f"{meta['generateName']}{self.store.random_suffix()}"
-        for key in _SERVER_META:
+        for key in strategies.SERVER_META:
             meta.pop(key, None)
         _default_for_create(rt, obj)
         causes = check_object(rt, obj, old=None)
@@ -218,7 +218,7 @@ class Registry:
         wanted_rv = (proposed.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != cur_meta["resourceVersion"]:
             raise errors.conflict(rt, name)
-        new = self._merge_for_update(rt, current, proposed, status_only=subresource == "status")
+        new = strategies.merge_for_update(rt, current, proposed, status_only=subresource == "status")
         causes = check_object(rt, new, old=current)
         if causes:
             raise errors.invalid(rt, name, causes=causes)
@@ -237,35 +237,6 @@ class Registry:
         stored = self.store.put(rt, new)
         self._after_write(rt, ref.namespace)
         return stored
-
-    def _merge_for_update(
-        self, rt: ResourceType, current: JsonObj, proposed: JsonObj, *, status_only: bool
-    ) -> JsonObj:
-        """The object an update stores: server-owned fields from `current`, the rest as the endpoint allows."""
-        cur_meta = current["metadata"]
-        if status_only:
-            new = copy.deepcopy(current)
-            if proposed.get("status") is None:
-                new.pop("status", None)
-            else:
-                new["status"] = copy.deepcopy(proposed["status"])
-            return new
-        new = copy.deepcopy(proposed)
-        meta = new.setdefault("metadata", {})
-        for key in (*_SERVER_META, "name", "namespace"):
-            if key in cur_meta:
-                meta[key] = cur_meta[key]
-            else:
-                meta.pop(key, None)
-        meta["resourceVersion"] = cur_meta["resourceVersion"]
-        if rt.has_status:
-            if "status" in current:
-                new["status"] = copy.deepcopy(current["status"])
-            else:
-                new.pop("status", None)
-        if rt.has_generation and new.get("spec") != current.get("spec"):
-            meta["generation"] = int(cur_meta.get("generation", 1)) + 1
-        return new
 
     # -- delete --------------------------------------------------------------------------------------------
 
