@@ -7,6 +7,7 @@ wording so logs and assertions read the same against either server.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -103,6 +104,18 @@ def invalid(rt: ResourceType, name: str, *, causes: Sequence[tuple[str, str, str
     details["kind"] = rt.kind
     details["causes"] = [{"reason": reason, "message": msg, "field": fld} for reason, fld, msg in causes]
     return ApiError(422, "Invalid", message=f'{rt.kind} "{name}" is invalid: {summary}', details=details)
+
+
+def invalid_patch(patched: JsonObj, *, why: str) -> ApiError:
+    """422 for a patch whose result does not decode: an Invalid on the field `patch`, for no kind and no name.
+
+    The value is the patched object as JSON, as the JSON and merge patchers report it (the strategic
+    patcher prints its Go map instead); the message keeps Go's `%q` quoting of it.
+    """
+    value = json.dumps(json.dumps(patched, separators=(",", ":")))
+    message = f"Invalid value: {value}: {why}"
+    details: JsonObj = {"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]}
+    return ApiError(422, "Invalid", message=f' "" is invalid: patch: {message}', details=details)
 
 
 def forbidden(rt: ResourceType, name: str, *, why: str) -> ApiError:

@@ -2,10 +2,10 @@
 
 What lives here is exactly what a fake tends to get wrong: resourceVersion preconditions (409), server-owned
 metadata a client cannot overwrite, a main endpoint that ignores status and a /status endpoint that keeps
-the spec (and what each kind's status strategy resets), generation bumps, no-op writes that keep the
-resourceVersion, finalizers and graceful pod deletion, and the disruption controller re-run after every
-write that changes a budget. Every public method is synchronous, so each request's read-modify-write is
-atomic on the event loop.
+the spec (and what each kind's status strategy resets), MicroTime fields that must decode, generation
+bumps, no-op writes that keep the resourceVersion, finalizers and graceful pod deletion, and the disruption
+controller re-run after every write that changes a budget. Every public method is synchronous, so each
+request's read-modify-write is atomic on the event loop.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from app.sim.kubeapi import controllers, errors, pods, strategies
+from app.sim.kubeapi import controllers, errors, microtime, pods, strategies
 from app.sim.kubeapi.patches import apply_json_patch, apply_merge_patch
 from app.sim.kubeapi.patchmeta import rules_for
 from app.sim.kubeapi.resources import NAMESPACES, PODS, JsonObj, Ref, ResourceType
@@ -62,6 +62,18 @@ def _typed_body(rt: ResourceType, body: Any) -> JsonObj:
             f"the kind in the data ({obj['kind']}) does not match the expected kind ({rt.kind})"
         )
     obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
+    return obj
+
+
+def _decoded(rt: ResourceType, obj: JsonObj) -> JsonObj:
+    """The body as the server's decoder leaves it, or 400 as transformDecodeError words a decoding failure
+    (k8s.io/apiserver/pkg/endpoints/handlers/rest.go): only MicroTime fields can fail to decode here."""
+    try:
+        microtime.normalise(rt, obj)
+    except microtime.MicroTimeError as error:
+        raise errors.bad_request(
+            f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error}'
+        ) from error
     return obj
 
 
@@ -115,7 +127,7 @@ class Registry:
     # -- create --------------------------------------------------------------------------------------------
 
     def create(self, rt: ResourceType, body: Any, *, namespace: str, dry_run: bool = False) -> JsonObj:
-        obj = _typed_body(rt, body)
+        obj = _decoded(rt, _typed_body(rt, body))
         meta = obj.setdefault("metadata", {})
         if rt.namespaced:
             _check_names(Ref(rt, namespace=namespace, name=meta.get("name", "")), meta)
@@ -150,6 +162,7 @@ class Registry:
         """Insert a seed object as given (status included), filling only the server-owned fields it lacks."""
         obj = copy.deepcopy(obj)
         obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
+        obj = _decoded(rt, obj)
         meta = obj.setdefault("metadata", {})
         if rt.namespaced:
             meta.setdefault("namespace", "default")
@@ -172,7 +185,7 @@ class Registry:
         self, ref: Ref, body: Any, *, subresource: str | None = None, dry_run: bool = False
     ) -> JsonObj:
         current = self.store.require(ref)
-        proposed = _typed_body(ref.rt, body)
+        proposed = _decoded(ref.rt, _typed_body(ref.rt, body))
         _check_names(ref, proposed.get("metadata") or {})
         return self._commit(ref.rt, current, proposed=proposed, subresource=subresource, dry_run=dry_run)
 
@@ -203,6 +216,12 @@ class Registry:
             raise errors.unsupported_media_type(content_type, [JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH])
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch must produce an object")
+        try:
+            microtime.normalise(rt, patched)
+        except microtime.MicroTimeError as error:
+            # The patch handlers decode the patched object into its Go type and answer a failure as
+            # NewInvalid(schema.GroupKind{}, "", [field.Invalid("patch", …)]) (endpoints/handlers/patch.go).
+            raise errors.invalid_patch(patched, why=str(error)) from error
         meta: JsonObj = patched["metadata"] if isinstance(patched.get("metadata"), dict) else {}
         _check_names(ref, meta)
         if meta.get("uid") and meta["uid"] != current["metadata"]["uid"]:
