@@ -4,27 +4,25 @@ What lives here is exactly what a fake tends to get wrong: resourceVersion preco
 metadata a client cannot overwrite, a main endpoint that ignores status and a /status endpoint that keeps
 the spec (and what each kind's status strategy resets), MicroTime fields that must decode, generation
 bumps, no-op writes that keep the resourceVersion, finalizers and graceful pod deletion, and the disruption
-controller re-run after every write that changes a budget. Every public method is synchronous, so each
+controller told of every write that can change a budget. Every public method is synchronous, so each
 request's read-modify-write is atomic on the event loop.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
-from app.sim.kubeapi import controllers, errors, microtime, pods, strategies
+from app.sim.kubeapi import controllers, disruption, errors, microtime, pods, strategies
 from app.sim.kubeapi.patches import apply_json_patch, apply_merge_patch
 from app.sim.kubeapi.patchmeta import rules_for
-from app.sim.kubeapi.resources import NAMESPACES, PODS, JsonObj, Ref, ResourceType
+from app.sim.kubeapi.resources import NAMESPACES, PDBS, PODS, JsonObj, Ref, ResourceType
 from app.sim.kubeapi.selectors import FieldSelector, LabelSelector
 from app.sim.kubeapi.store import Store
 from app.sim.kubeapi.strategic import apply_strategic_merge_patch
 from app.sim.kubeapi.validation import check_object
 
-# Runs a callback after a delay; the server backs it with the event loop and cancels pending ones on stop.
-Scheduler = Callable[[float, Callable[[], None]], None]
+Scheduler = controllers.Scheduler
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
@@ -88,6 +86,10 @@ def _default_for_create(rt: ResourceType, obj: JsonObj) -> None:
         status = obj.setdefault("status", {})
         status.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 0}})
         status.setdefault("nodeInfo", dict.fromkeys(_NODE_INFO_KEYS, ""))
+    elif rt is PDBS:
+        # PrepareForCreate sets an empty PodDisruptionBudgetStatus (pkg/registry/policy/poddisruptionbudget/
+        # strategy.go), and policy/v1 serialises its four counts without omitempty: zeros, not null.
+        obj["status"] = dict(disruption.NEW_STATUS)
     elif rt.has_status:
         obj.pop("status", None)
 
@@ -105,11 +107,19 @@ def _check_names(ref: Ref, meta: JsonObj) -> None:
 
 class Registry:
     def __init__(
-        self, store: Store, *, pod_termination_s: float = 0.0, schedule: Scheduler | None = None
+        self,
+        store: Store,
+        *,
+        pod_termination_s: float = 0.0,
+        schedule: Scheduler | None = None,
+        disruption_sync_s: float = 0.0,
     ) -> None:
         self.store = store
         self.pod_termination_s = pod_termination_s
         self._schedule = schedule
+        self.disruption = controllers.DisruptionController(
+            store, sync_delay_s=disruption_sync_s, schedule=schedule
+        )
 
     def list(
         self, rt: ResourceType, *, namespace: str | None, labels: LabelSelector, fields: FieldSelector
@@ -176,7 +186,7 @@ class Registry:
         if self.store.get(Ref(rt, namespace=meta.get("namespace", ""), name=meta["name"])) is not None:
             raise errors.already_exists(rt, meta["name"])
         stored = self.store.put(rt, obj)
-        self._after_write(rt, meta.get("namespace", ""))
+        self.disruption.sync_now(rt, meta.get("namespace", ""))
         return stored
 
     # -- update and patch ----------------------------------------------------------------------------------
@@ -360,5 +370,4 @@ class Registry:
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
     def _after_write(self, rt: ResourceType, namespace: str) -> None:
-        if rt.key() in controllers.DISRUPTION_INPUTS and namespace:
-            controllers.sync_disruption_budgets(self.store, namespace)
+        self.disruption.observe(rt, namespace)
