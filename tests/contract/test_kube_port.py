@@ -413,8 +413,11 @@ async def test_delete_pod_with_uid_precondition(
     pod = await make_pod()
     name = pod["metadata"]["name"]
 
-    with pytest.raises(errors.ConflictError):
+    with pytest.raises(errors.ConflictError) as stale:
         await kube.delete_pod(namespace, name, uid="not-this-one")
+    # kube-apiserver's 409 for a stale UID precondition, message carried through to the typed error
+    assert stale.value.status == 409
+    assert "the UID in the precondition (not-this-one) does not match the UID in record" in str(stale.value)
     await kube.delete_pod(namespace, name, uid=pod["metadata"]["uid"])
     await eventually(lambda: _pod_gone_or_going(core, namespace, name))
 

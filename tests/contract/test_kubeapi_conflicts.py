@@ -13,6 +13,7 @@ from tests.contract.conftest import Nodes, PodFactory
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
+GPU_DOWN = {"type": "GpuHealthy", "status": "False", "reason": "Xid79", "message": "GPU fell off the bus"}
 
 
 def status_of(error: aclient.ApiException) -> dict[str, object]:
@@ -135,47 +136,81 @@ async def test_no_op_patch_keeps_the_resource_version(core: aclient.CoreV1Api, n
     assert after.metadata.resource_version == before.metadata.resource_version
 
 
-async def test_main_endpoint_ignores_status_and_status_endpoint_ignores_labels(
-    core: aclient.CoreV1Api, nodes: Nodes
-) -> None:
+async def test_main_endpoint_ignores_status(core: aclient.CoreV1Api, nodes: Nodes) -> None:
     name = await nodes.create()
-    condition = {
-        "type": "GpuHealthy",
-        "status": "False",
-        "reason": "Xid79",
-        "message": "GPU fell off the bus",
-    }
-    await core.patch_node(name, {"status": {"conditions": [condition]}}, _content_type=STRATEGIC)
+    await core.patch_node(name, {"status": {"conditions": [GPU_DOWN]}}, _content_type=STRATEGIC)
     node = await core.read_node(name)
     assert not any(c.type == "GpuHealthy" for c in (node.status.conditions if node.status else None) or [])
 
-    await core.patch_node_status(
+
+async def test_node_status_endpoint_keeps_label_changes_and_drops_spec_changes(
+    core: aclient.CoreV1Api, nodes: Nodes
+) -> None:
+    """nodeStatusStrategy.PrepareForUpdate resets only the spec: labels written through /status stay."""
+    name = await nodes.create(labels={"keep": "me"})
+    patched = await core.patch_node_status(
         name,
-        {"metadata": {"labels": {"x": "y"}}, "status": {"conditions": [condition]}},
+        {
+            "metadata": {"labels": {"x": "y"}},
+            "spec": {"unschedulable": True},
+            "status": {"conditions": [GPU_DOWN]},
+        },
         _content_type=STRATEGIC,
     )
+    assert patched.metadata.labels == {"keep": "me", "x": "y"}
     node = await core.read_node(name)
     assert [c.type for c in node.status.conditions if c.type == "GpuHealthy"] == ["GpuHealthy"]
-    assert "x" not in (node.metadata.labels or {})
+    assert node.metadata.labels == {"keep": "me", "x": "y"}
+    assert not node.spec.unschedulable
 
 
-async def test_delete_honours_preconditions(
+async def test_delete_with_a_stale_uid_precondition_is_409_conflict(
     core: aclient.CoreV1Api, namespace: str, make_pod: PodFactory
 ) -> None:
     pod = await make_pod()
-    name = pod["metadata"]["name"]
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    stale = "00000000-0000-0000-0000-000000000000"
     with pytest.raises(aclient.ApiException) as caught:
-        await core.delete_namespaced_pod(
-            name, namespace, body={"preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}}
-        )
+        await core.delete_namespaced_pod(name, namespace, body={"preconditions": {"uid": stale}})
     assert caught.value.status == 409
-    assert "Precondition failed" in str(status_of(caught.value)["message"])
+    status = status_of(caught.value)
+    assert (status["reason"], status["code"]) == ("Conflict", 409)
+    assert status["message"] == (
+        f'Operation cannot be fulfilled on Pod "{name}": the UID in the precondition ({stale}) does not '
+        f"match the UID in record ({uid}). The object might have been deleted and then recreated"
+    )
+    assert status["details"] == {"name": name, "kind": "Pod"}  # named by kind, not by resource ("pods")
+    assert (await core.read_namespaced_pod(name, namespace)).metadata.deletion_timestamp is None
+
     deleted = await core.delete_namespaced_pod(
-        name, namespace, body={"preconditions": {"uid": pod["metadata"]["uid"]}}, grace_period_seconds=0
+        name, namespace, body={"preconditions": {"uid": uid}}, grace_period_seconds=0
     )
     assert deleted.metadata.name == name
     with pytest.raises(aclient.ApiException) as gone:
         await core.delete_namespaced_pod(name, namespace)
+    assert gone.value.status == 404
+
+
+async def test_delete_with_a_stale_resource_version_precondition_is_409_conflict(
+    core: aclient.CoreV1Api, nodes: Nodes
+) -> None:
+    name = await nodes.create()
+    stale = (await core.read_node(name)).metadata.resource_version
+    await core.patch_node(name, {"metadata": {"labels": {"a": "b"}}}, _content_type=MERGE)
+    current = (await core.read_node(name)).metadata.resource_version
+    with pytest.raises(aclient.ApiException) as caught:
+        await core.delete_node(name, body={"preconditions": {"resourceVersion": stale}})
+    assert caught.value.status == 409
+    status = status_of(caught.value)
+    assert status["reason"] == "Conflict"
+    assert status["message"] == (
+        f'Operation cannot be fulfilled on Node "{name}": the ResourceVersion in the precondition ({stale}) '
+        f"does not match the ResourceVersion in record ({current}). The object might have been modified"
+    )
+    assert (await core.read_node(name)).metadata.name == name
+    await core.delete_node(name, body={"preconditions": {"resourceVersion": current}})
+    with pytest.raises(aclient.ApiException) as gone:
+        await core.read_node(name)
     assert gone.value.status == 404
 
 

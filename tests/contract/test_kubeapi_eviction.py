@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from kubernetes.aio import client as aclient
 
+from app.sim.kubeapi import KubeApiServer
 from tests.contract.conftest import Cluster, PodFactory, eventually, unique
 
 BUDGET_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
@@ -119,20 +120,88 @@ async def test_budget_with_no_disruptions_left_refuses_with_429(
     assert not any(c.type == "DisruptionTarget" for c in pod.status.conditions)
 
 
+async def test_new_budget_comes_back_with_zero_counts(
+    policy: aclient.PolicyV1Api, namespace: str, make_pod: PodFactory
+) -> None:
+    """PrepareForCreate empties the status, and policy/v1 writes its four counts even when zero; the
+    controller has not seen the budget yet when the create answers, on any cluster."""
+    labels = {"app": "vllm"}
+    await make_pod(labels=labels)
+    name = unique("pdb")
+    body = {"metadata": {"name": name}, "spec": {"selector": {"matchLabels": labels}, "minAvailable": 1}}
+    response = await policy.create_namespaced_pod_disruption_budget_without_preload_content(namespace, body)
+    created = json.loads(await response.read())
+    assert created["status"] == {
+        "disruptionsAllowed": 0,
+        "currentHealthy": 0,
+        "desiredHealthy": 0,
+        "expectedPods": 0,
+    }
+    await wait_allowed(policy, namespace, name, 0)  # then the controller fills it in
+    status = (await policy.read_namespaced_pod_disruption_budget(name, namespace)).status
+    assert (status.current_healthy, status.desired_healthy, status.expected_pods) == (1, 1, 1)
+
+
 async def test_eviction_spends_the_budget(
     core: aclient.CoreV1Api, policy: aclient.PolicyV1Api, namespace: str, make_pod: PodFactory
 ) -> None:
+    """The eviction handler decrements disruptionsAllowed and records the pod in disruptedPods; currentHealthy
+    follows only when the disruption controller resyncs. When that happens is a race on a real cluster, so
+    this asserts what holds on either side of it, then waits for the controller's view."""
     labels = {"app": "vllm"}
     pods = [(await make_pod(labels=labels))["metadata"]["name"] for _ in range(3)]
     budget = await make_budget(policy, namespace, labels, expect_allowed=1, minAvailable=2)
+    before = await policy.read_namespaced_pod_disruption_budget(budget, namespace)
+    assert before.status.current_healthy == 3
+    assert not before.status.disrupted_pods
 
     assert (await evict(core, namespace, pods[0], gracePeriodSeconds=0))[0] == 201
-    pdb = await policy.read_namespaced_pod_disruption_budget(budget, namespace)
-    assert pdb.status.disruptions_allowed == 0
-    assert pdb.status.current_healthy == 2
+    after = (await policy.read_namespaced_pod_disruption_budget(budget, namespace)).status
+    # Spent by the eviction itself, and still 0 once the controller has synced.
+    assert after.disruptions_allowed == 0
+    if after.current_healthy == 3:  # the controller has not synced yet: only the eviction's own write shows
+        assert pods[0] in (after.disrupted_pods or {})
+    else:
+        assert after.current_healthy == 2
+
+    async def resynced() -> bool:
+        # A sync can also land between the pod's DisruptionTarget write and its deletion (currentHealthy 2,
+        # the pod still listed); the one after the deletion drops the entry.
+        status = (await policy.read_namespaced_pod_disruption_budget(budget, namespace)).status
+        return status.current_healthy == 2 and pods[0] not in (status.disrupted_pods or {})
+
+    await eventually(resynced)
+    synced = (await policy.read_namespaced_pod_disruption_budget(budget, namespace)).status
+    assert (synced.disruptions_allowed, synced.desired_healthy, synced.expected_pods) == (0, 2, 2)
+    assert not synced.disrupted_pods  # the pod is gone: the controller drops its entry
     code, status = await evict(core, namespace, pods[1])
     assert code == 429
     assert status["details"]["causes"][0]["reason"] == "DisruptionBudget"
+
+
+async def test_the_budget_lags_the_eviction_until_the_controller_resyncs(
+    sim: KubeApiServer,
+    core: aclient.CoreV1Api,
+    policy: aclient.PolicyV1Api,
+    namespace: str,
+    make_pod: PodFactory,
+) -> None:
+    """The same eviction with the simulated controller held back: the lagging state is certain here."""
+    labels = {"app": "vllm"}
+    pods = [(await make_pod(labels=labels))["metadata"]["name"] for _ in range(3)]
+    budget = await make_budget(policy, namespace, labels, expect_allowed=1, minAvailable=2)
+    sim.configure_disruption_sync(60.0)  # longer than the test: it waits for sync_controllers()
+
+    assert (await evict(core, namespace, pods[0], gracePeriodSeconds=0))[0] == 201
+    lagging = (await policy.read_namespaced_pod_disruption_budget(budget, namespace)).status
+    assert (lagging.disruptions_allowed, lagging.current_healthy) == (0, 3)
+    assert set(lagging.disrupted_pods or {}) == {pods[0]}
+    assert await pod_gone(core, namespace, pods[0])
+
+    sim.sync_controllers()
+    synced = (await policy.read_namespaced_pod_disruption_budget(budget, namespace)).status
+    assert (synced.disruptions_allowed, synced.current_healthy) == (0, 2)
+    assert not synced.disrupted_pods
 
 
 async def test_concurrent_evictions_spend_the_last_disruption_once(

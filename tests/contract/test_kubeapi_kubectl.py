@@ -48,11 +48,13 @@ async def test_cordoned_node_reads_scheduling_disabled(
 async def test_get_pods_all_namespaces_adds_the_namespace_column(
     cluster: Cluster, namespace: str, make_pod: PodFactory
 ) -> None:
-    pod = await make_pod(name="rank-0")
-    _, out, _ = await cluster.kubectl("get", "pods", "-A", "-o", "wide")
-    assert out.splitlines()[0].split()[:3] == ["NAMESPACE", "NAME", "READY"]
-    row = row_for(out, "rank-0")
-    assert row[0] == namespace
+    """Cluster-wide, so the row is found by namespace and name: other namespaces may have a `rank-0` too."""
+    pod = await make_pod(name="rank-0", labels={"sbc-test": namespace})
+    _, out, _ = await cluster.kubectl("get", "pods", "-A", "-o", "wide", "-l", f"sbc-test={namespace}")
+    header, *lines = out.strip().splitlines()
+    assert header.split()[:3] == ["NAMESPACE", "NAME", "READY"]
+    rows = [line.split() for line in lines]
+    (row,) = [r for r in rows if r[:2] == [namespace, "rank-0"]]
     assert row[3] == "Running"
     assert pod["spec"]["nodeName"] in row
 

@@ -19,7 +19,13 @@ from kubernetes.leaderelection import electionconfig as sync_config
 from kubernetes.leaderelection import leaderelection as sync_election
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock as SyncLeaseLock
 
+from app.kube import convert
 from tests.contract.conftest import eventually, unique
+
+# The typed client parses these strings into datetimes and sends them back through isoformat(), which
+# drops a zero fraction; a whole-second value would go out as `…T00:00:00+00:00`, which a real API server
+# refuses (see the MicroTime tests below). Half a second survives the round trip.
+LEASE_TIME = "2025-01-01T00:00:00.500000Z"
 
 
 def lease(name: str, holder: str) -> dict[str, Any]:
@@ -28,8 +34,8 @@ def lease(name: str, holder: str) -> dict[str, Any]:
         "spec": {
             "holderIdentity": holder,
             "leaseDurationSeconds": 15,
-            "acquireTime": "2025-01-01T00:00:00.000000Z",
-            "renewTime": "2025-01-01T00:00:00.000000Z",
+            "acquireTime": LEASE_TIME,
+            "renewTime": LEASE_TIME,
         },
     }
 
@@ -159,3 +165,136 @@ async def test_sync_lease_lock_acquire_block_and_take_over(
     api = kubernetes.client.CoordinationV1Api(sync_client)
     held = await asyncio.to_thread(api.read_namespaced_lease, name, namespace)
     assert held.spec.holder_identity == "replica-b"
+
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+
+async def send_raw(
+    api_client: aclient.ApiClient,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    *,
+    content_type: str = "application/json",
+    **path_params: str,
+) -> tuple[int, dict[str, Any]]:
+    """One request with the body exactly as given: the generated methods would re-serialise its times."""
+    params = await api_client.param_serialize(
+        method=method,
+        resource_path=path,
+        path_params=path_params,
+        header_params={"Accept": "application/json", "Content-Type": content_type},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    try:
+        response = await api_client.call_api(*params)
+    except aclient.ApiException as error:
+        return int(error.status), json.loads(error.body)
+    return int(response.status), json.loads(await response.response.read())
+
+
+def lease_at(name: str, moment: str) -> dict[str, Any]:
+    body = lease(name, "replica-a")
+    body["spec"]["acquireTime"] = body["spec"]["renewTime"] = moment
+    return body
+
+
+def assert_undecodable(code: int, status: dict[str, Any], value: str) -> None:
+    """A MicroTime the decoder refuses: 400, in transformDecodeError's words, with Go's time.Parse error."""
+    assert (code, status["reason"]) == (400, "BadRequest")
+    assert status["message"].startswith('Lease in version "v1" cannot be handled as a Lease: ')
+    assert f'parsing time "{value}"' in status["message"]
+
+
+# Go's time.Parse(RFC3339Micro, …) takes exactly six fractional digits and a zone (Z or ±hh:mm).
+NOT_MICRO_TIMES = [
+    "2025-01-01T10:00:00+00:00",  # what isoformat() gives a whole-second aware datetime
+    "2025-01-01T10:00:00Z",
+    "2025-01-01T10:00:00.123Z",
+    "2025-01-01T10:00:00.1234567Z",
+    "2025-01-01T10:00:00.123456",  # naive: no zone
+]
+
+
+@pytest.mark.parametrize("value", NOT_MICRO_TIMES)
+async def test_lease_time_without_six_fractional_digits_is_400(
+    api_client: aclient.ApiClient, coordination: aclient.CoordinationV1Api, namespace: str, value: str
+) -> None:
+    name = unique("lease")
+    code, status = await send_raw(api_client, "POST", LEASES, lease_at(name, value), namespace=namespace)
+    assert_undecodable(code, status, value)
+    with pytest.raises(aclient.ApiException) as missing:
+        await coordination.read_namespaced_lease(name, namespace)
+    assert missing.value.status == 404
+
+
+async def test_lease_time_is_checked_on_replace_and_patch_too(
+    api_client: aclient.ApiClient, namespace: str
+) -> None:
+    name = unique("lease")
+    one = LEASES + "/{name}"
+    assert (await send_raw(api_client, "POST", LEASES, lease(name, "replica-a"), namespace=namespace))[
+        0
+    ] == 201
+    _, current = await send_raw(api_client, "GET", one, namespace=namespace, name=name)
+    whole_second = "2025-01-01T10:00:00+00:00"
+    current["spec"]["renewTime"] = whole_second
+    code, status = await send_raw(api_client, "PUT", one, current, namespace=namespace, name=name)
+    assert_undecodable(code, status, whole_second)
+
+    patch = {"spec": {"renewTime": whole_second}}
+    merge = "application/merge-patch+json"
+    code, status = await send_raw(
+        api_client, "PATCH", one, patch, content_type=merge, namespace=namespace, name=name
+    )
+    assert (code, status["reason"]) == (422, "Invalid")  # the patch handlers answer NewInvalid on `patch`
+    assert status["details"]["causes"][0]["field"] == "patch"
+    assert f'parsing time "{whole_second}"' in status["message"]
+    _, after = await send_raw(api_client, "GET", one, namespace=namespace, name=name)
+    assert after["spec"]["renewTime"] == LEASE_TIME
+
+
+async def test_lease_time_with_six_digits_in_any_zone_reads_back_in_utc(
+    api_client: aclient.ApiClient, namespace: str
+) -> None:
+    name = unique("lease")
+    body = lease_at(name, "2025-01-01T12:30:00.123456+02:00")
+    code, created = await send_raw(api_client, "POST", LEASES, body, namespace=namespace)
+    assert code == 201
+    # MicroTime.MarshalJSON writes the instant back in UTC, six digits, Z
+    assert created["spec"]["renewTime"] == created["spec"]["acquireTime"] == "2025-01-01T10:30:00.123456Z"
+
+
+async def test_typed_client_datetime_on_a_whole_second_is_refused(
+    coordination: aclient.CoordinationV1Api, namespace: str
+) -> None:
+    """The client serialises a datetime with isoformat(), which drops a zero fraction: `…T10:00:00+00:00`."""
+    whole = datetime.datetime(2025, 1, 1, 10, 0, 0, tzinfo=datetime.UTC)
+
+    def typed(name: str, moment: datetime.datetime) -> aclient.V1Lease:
+        spec = aclient.V1LeaseSpec(holder_identity="replica-a", acquire_time=moment, renew_time=moment)
+        return aclient.V1Lease(metadata=aclient.V1ObjectMeta(name=name), spec=spec)
+
+    with pytest.raises(aclient.ApiException) as caught:
+        await coordination.create_namespaced_lease(namespace, typed(unique("lease"), whole))
+    assert_undecodable(int(caught.value.status), json.loads(caught.value.body), whole.isoformat())
+    fractional = whole.replace(microsecond=250_000)  # isoformat() keeps six digits: accepted
+    created = await coordination.create_namespaced_lease(namespace, typed(unique("lease"), fractional))
+    assert created.spec.renew_time == fractional
+
+
+@pytest.mark.parametrize("microsecond", [0, 1, 999_999])
+async def test_sickbay_leader_lease_times_are_accepted(
+    api_client: aclient.ApiClient, namespace: str, microsecond: int
+) -> None:
+    """app.kube.leader stamps acquireTime and renewTime with convert.format_micro_time: always six digits,
+    a whole second included, sent as is (the elector does not go through the generated methods)."""
+    moment = datetime.datetime.now(datetime.UTC).replace(microsecond=microsecond)
+    stamp = convert.format_micro_time(moment)
+    code, created = await send_raw(
+        api_client, "POST", LEASES, lease_at(unique("lease"), stamp), namespace=namespace
+    )
+    assert code == 201
+    assert created["spec"]["renewTime"] == stamp

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes.aio import client as aclient
 
-from tests.contract.conftest import Nodes, PodFactory
+from tests.contract.conftest import Nodes, PodFactory, unique
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -165,21 +165,56 @@ async def test_json_patch(core: aclient.CoreV1Api, nodes: Nodes) -> None:
     assert caught.value.status == 422
 
 
-async def test_invalid_taint_and_label_are_422(core: aclient.CoreV1Api, nodes: Nodes) -> None:
+UNSUPPORTED_EFFECT = 'metadata.taints[0].effect: Unsupported value: "Sometimes"'
+
+
+def taint_causes(error: aclient.ApiException) -> list[tuple[str, str]]:
+    body = json.loads(error.body)
+    assert (error.status, body["reason"]) == (422, "Invalid")
+    return [(c["reason"], c["field"]) for c in body["details"]["causes"] if "taints" in c["field"]]
+
+
+async def test_invalid_taint_on_create_is_reported_once_under_metadata_taints(
+    core: aclient.CoreV1Api, nodes: Nodes
+) -> None:
+    """ValidateNode checks taints with a path rooted at "metadata": the field reads metadata.taints[0]."""
+    name = unique("sbc-node")
+    nodes.created.append(name)  # cleaned up should the create succeed after all
+    bad = {"metadata": {"name": name}, "spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}}
+    with pytest.raises(aclient.ApiException) as caught:
+        await core.create_node(bad)
+    assert taint_causes(caught.value) == [("FieldValueNotSupported", "metadata.taints[0].effect")]
+    message = json.loads(caught.value.body)["message"]
+    assert message.startswith(f'Node "{name}" is invalid: {UNSUPPORTED_EFFECT}')
+
+
+async def test_invalid_taint_on_update_is_reported_twice_and_named_once(
+    core: aclient.CoreV1Api, nodes: Nodes
+) -> None:
+    """An update runs ValidateNode and ValidateNodeUpdate, and both check the taints; the message, built by
+    ToAggregate, names the duplicate once."""
     name = await nodes.create()
     with pytest.raises(aclient.ApiException) as caught:
         await core.patch_node(
             name, {"spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}}, _content_type=MERGE
         )
-    body = json.loads(caught.value.body)
-    assert caught.value.status == 422
-    assert body["reason"] == "Invalid"
-    assert body["details"]["causes"][0]["field"] == "spec.taints[0].effect"
+    assert taint_causes(caught.value) == [("FieldValueNotSupported", "metadata.taints[0].effect")] * 2
+    message = json.loads(caught.value.body)["message"]
+    assert message.startswith(f'Node "{name}" is invalid: {UNSUPPORTED_EFFECT}')
+    assert message.count(UNSUPPORTED_EFFECT) == 1
+    assert not (await core.read_node(name)).spec.taints
+
+
+async def test_invalid_label_is_422(core: aclient.CoreV1Api, nodes: Nodes) -> None:
+    name = await nodes.create()
     with pytest.raises(aclient.ApiException) as caught:
         await core.patch_node(
             name, {"metadata": {"labels": {"sickbay.io/fault": "{xid: 79}"}}}, _content_type=MERGE
         )
     assert caught.value.status == 422
+    causes = json.loads(caught.value.body)["details"]["causes"]
+    assert {c["field"] for c in causes} == {"metadata.labels"}
+    assert "sickbay.io/fault" not in ((await core.read_node(name)).metadata.labels or {})
 
 
 async def test_pod_spec_is_immutable_except_images(

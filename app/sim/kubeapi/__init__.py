@@ -4,12 +4,22 @@ No real API server can run on the machines Sickbay is developed on, so this one 
 Sickbay depends on rather than a convenient subset: resourceVersion conflicts, selectors, strategic merge
 by Kubernetes' real merge keys, status subresources, the eviction subresource against
 PodDisruptionBudgets (with the disruption controller's arithmetic), Leases, Events. It is test and demo
-infrastructure only; production code never imports it.
+infrastructure only; production code never imports it. Behaviours checked against a real kube-apiserver:
+a stale UID or resourceVersion delete precondition is 409 Conflict in BeforeDelete's words; node taints
+are validated as `metadata.taints[i]` (each cause twice on an update); a node's or pod's /status write
+keeps label changes and resets only what its status strategy resets; MicroTime fields (Lease
+`acquireTime`/`renewTime`, Event `eventTime`) need exactly six fractional digits and read back in UTC; a
+new PodDisruptionBudget answers all-zero counts.
 
-    async with KubeApiServer(seed=EXAMPLE_SEED, pod_termination_s=0.2) as api:
+The disruption controller lags as kube-controller-manager does: an eviction spends `disruptionsAllowed`
+and records the pod in `disruptedPods` at once, `currentHealthy` follows `disruption_sync_s` later (0.1 s
+by default; 0 syncs inline; seed objects are synced at once).
+
+    async with KubeApiServer(seed=EXAMPLE_SEED, pod_termination_s=0.2, disruption_sync_s=0.1) as api:
         api.write_kubeconfig(tmp / "kubeconfig")          # kubectl and kubernetes.config use it as is
         api.configure_faults(FaultConfig(error_rate=0.2, kinds=("429", "500"), seed=1))
         api.counters()                                    # {"requests": {"get": {"nodes": 1}}, ...}
+        api.configure_disruption_sync(60); api.sync_controllers()  # hold the controller back, then catch up
 
 Not simulated (a request for them fails loudly rather than pretending): watch (405), server-side apply
 (415), OpenAPI documents (kubectl create/apply need --validate=false), managedFields, events.k8s.io/v1,

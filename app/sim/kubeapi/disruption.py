@@ -2,10 +2,11 @@
 
 kube-controller-manager recomputes `currentHealthy`, `desiredHealthy`, `expectedPods` and
 `disruptionsAllowed` whenever pods change; the eviction handler only trusts and decrements the stored
-status. The simulator runs the same computation synchronously after every write that can change it. The
-rules follow the real controller, including its sharp edges: an integer `minAvailable` counts the selected
-pods, while `maxUnavailable` and percentages need the pods' controller scale (ReplicaSet, Deployment,
-StatefulSet) and fail safe to zero disruptions when a pod's controller has no scale (a Job, a JobSet).
+status. The simulator runs the same computation a little after every write that can change it
+(`controllers.py` models the controller's lag). The rules follow the real controller, including its sharp
+edges: an integer `minAvailable` counts the selected pods, while `maxUnavailable` and percentages need the
+pods' controller scale (ReplicaSet, Deployment, StatefulSet) and fail safe to zero disruptions when a
+pod's controller has no scale (a Job, a JobSet).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from app.sim.kubeapi.resources import JsonObj
 from app.sim.kubeapi.selectors import selector_from_spec
 from app.sim.kubeapi.store import parse_time
 
+# A budget as created: policy/v1's four counts carry no omitempty, so they read 0 until the controller syncs.
+NEW_STATUS: JsonObj = {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0}
 DELETION_TIMEOUT = timedelta(minutes=2)  # how long an evicted pod stays in disruptedPods if never deleted
 
 # Looks up the scale of a pod's controller: None when the controller has no scale the controller knows.

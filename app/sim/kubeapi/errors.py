@@ -7,6 +7,7 @@ wording so logs and assertions read the same against either server.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -66,13 +67,21 @@ def already_exists(rt: ResourceType, name: str) -> ApiError:
     )
 
 
-def conflict(rt: ResourceType, name: str, *, why: str | None = None) -> ApiError:
+def conflict(rt: ResourceType, name: str, *, why: str | None = None, by_kind: bool = False) -> ApiError:
+    """409 Conflict. `by_kind` names the object by its kind (`Pod`, `PodDisruptionBudget.policy`) as the
+    delete path does: rest.BeforeDelete builds its GroupResource as {Group: gvk.Group, Resource: gvk.Kind}
+    (k8s.io/apiserver/pkg/registry/rest/delete.go), where an update's conflict names the resource (`pods`)."""
     why = why or "the object has been modified; please apply your changes to the latest version and try again"
+    if by_kind:
+        qualified = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+        details: JsonObj = {"name": name, **({"group": rt.group} if rt.group else {}), "kind": rt.kind}
+    else:
+        qualified, details = rt.qualified, _details(rt, name)
     return ApiError(
         409,
         "Conflict",
-        message=f'Operation cannot be fulfilled on {rt.qualified} "{name}": {why}',
-        details=_details(rt, name),
+        message=f'Operation cannot be fulfilled on {qualified} "{name}": {why}',
+        details=details,
     )
 
 
@@ -81,8 +90,13 @@ def bad_request(message: str) -> ApiError:
 
 
 def invalid(rt: ResourceType, name: str, *, causes: Sequence[tuple[str, str, str]]) -> ApiError:
-    """422 Invalid; each cause is (reason, field, message), e.g. ("FieldValueInvalid", "metadata.name", ...)."""
-    listed = [f"{fld}: {msg}" for _, fld, msg in causes]
+    """422 Invalid; each cause is (reason, field, message), e.g. ("FieldValueInvalid", "metadata.name", ...).
+
+    Every cause is listed in `details.causes`, repeats included, but the message names each once:
+    field.ErrorList.ToAggregate drops errors whose text it has already seen
+    (k8s.io/apimachinery/pkg/util/validation/field/errors.go), while NewInvalid copies the list as is.
+    """
+    listed = list(dict.fromkeys(f"{fld}: {msg}" for _, fld, msg in causes))
     summary = listed[0] if len(listed) == 1 else "[" + ", ".join(listed) + "]"
     details: JsonObj = {"name": name}
     if rt.group:
@@ -90,6 +104,18 @@ def invalid(rt: ResourceType, name: str, *, causes: Sequence[tuple[str, str, str
     details["kind"] = rt.kind
     details["causes"] = [{"reason": reason, "message": msg, "field": fld} for reason, fld, msg in causes]
     return ApiError(422, "Invalid", message=f'{rt.kind} "{name}" is invalid: {summary}', details=details)
+
+
+def invalid_patch(patched: JsonObj, *, why: str) -> ApiError:
+    """422 for a patch whose result does not decode: an Invalid on the field `patch`, for no kind and no name.
+
+    The value is the patched object as JSON, as the JSON and merge patchers report it (the strategic
+    patcher prints its Go map instead); the message keeps Go's `%q` quoting of it.
+    """
+    value = json.dumps(json.dumps(patched, separators=(",", ":")))
+    message = f"Invalid value: {value}: {why}"
+    details: JsonObj = {"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]}
+    return ApiError(422, "Invalid", message=f' "" is invalid: patch: {message}', details=details)
 
 
 def forbidden(rt: ResourceType, name: str, *, why: str) -> ApiError:

@@ -1,34 +1,32 @@
 """Kubernetes write semantics over the store: create, update, patch and delete as kube-apiserver does them.
 
 What lives here is exactly what a fake tends to get wrong: resourceVersion preconditions (409), server-owned
-metadata a client cannot overwrite, a main endpoint that ignores status and a /status endpoint that ignores
-everything else, generation bumps, no-op writes that keep the resourceVersion, finalizers and graceful pod
-deletion, and the disruption controller re-run after every write that changes a budget. Every public
-method is synchronous, so each request's read-modify-write is atomic on the event loop.
+metadata a client cannot overwrite, a main endpoint that ignores status and a /status endpoint that keeps
+the spec (and what each kind's status strategy resets), MicroTime fields that must decode, generation
+bumps, no-op writes that keep the resourceVersion, finalizers and graceful pod deletion, and the disruption
+controller told of every write that can change a budget. Every public method is synchronous, so each
+request's read-modify-write is atomic on the event loop.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
-from app.sim.kubeapi import controllers, errors, pods
+from app.sim.kubeapi import controllers, disruption, errors, microtime, pods, strategies
 from app.sim.kubeapi.patches import apply_json_patch, apply_merge_patch
 from app.sim.kubeapi.patchmeta import rules_for
-from app.sim.kubeapi.resources import NAMESPACES, PODS, JsonObj, Ref, ResourceType
+from app.sim.kubeapi.resources import NAMESPACES, PDBS, PODS, JsonObj, Ref, ResourceType
 from app.sim.kubeapi.selectors import FieldSelector, LabelSelector
 from app.sim.kubeapi.store import Store
 from app.sim.kubeapi.strategic import apply_strategic_merge_patch
 from app.sim.kubeapi.validation import check_object
 
-# Runs a callback after a delay; the server backs it with the event loop and cancels pending ones on stop.
-Scheduler = Callable[[float, Callable[[], None]], None]
+Scheduler = controllers.Scheduler
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-_SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 _NODE_INFO_KEYS = (
     "machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion",
     "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture",
@@ -65,6 +63,18 @@ def _typed_body(rt: ResourceType, body: Any) -> JsonObj:
     return obj
 
 
+def _decoded(rt: ResourceType, obj: JsonObj) -> JsonObj:
+    """The body as the server's decoder leaves it, or 400 as transformDecodeError words a decoding failure
+    (k8s.io/apiserver/pkg/endpoints/handlers/rest.go): only MicroTime fields can fail to decode here."""
+    try:
+        microtime.normalise(rt, obj)
+    except microtime.MicroTimeError as error:
+        raise errors.bad_request(
+            f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {error}'
+        ) from error
+    return obj
+
+
 def _default_for_create(rt: ResourceType, obj: JsonObj) -> None:
     """Status sent on create is dropped, as the real create strategies do; nodes keep theirs."""
     if rt is PODS:
@@ -76,6 +86,10 @@ def _default_for_create(rt: ResourceType, obj: JsonObj) -> None:
         status = obj.setdefault("status", {})
         status.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 0}})
         status.setdefault("nodeInfo", dict.fromkeys(_NODE_INFO_KEYS, ""))
+    elif rt is PDBS:
+        # PrepareForCreate sets an empty PodDisruptionBudgetStatus (pkg/registry/policy/poddisruptionbudget/
+        # strategy.go), and policy/v1 serialises its four counts without omitempty: zeros, not null.
+        obj["status"] = dict(disruption.NEW_STATUS)
     elif rt.has_status:
         obj.pop("status", None)
 
@@ -93,11 +107,19 @@ def _check_names(ref: Ref, meta: JsonObj) -> None:
 
 class Registry:
     def __init__(
-        self, store: Store, *, pod_termination_s: float = 0.0, schedule: Scheduler | None = None
+        self,
+        store: Store,
+        *,
+        pod_termination_s: float = 0.0,
+        schedule: Scheduler | None = None,
+        disruption_sync_s: float = 0.0,
     ) -> None:
         self.store = store
         self.pod_termination_s = pod_termination_s
         self._schedule = schedule
+        self.disruption = controllers.DisruptionController(
+            store, sync_delay_s=disruption_sync_s, schedule=schedule
+        )
 
     def list(
         self, rt: ResourceType, *, namespace: str | None, labels: LabelSelector, fields: FieldSelector
@@ -115,7 +137,7 @@ class Registry:
     # -- create --------------------------------------------------------------------------------------------
 
     def create(self, rt: ResourceType, body: Any, *, namespace: str, dry_run: bool = False) -> JsonObj:
-        obj = _typed_body(rt, body)
+        obj = _decoded(rt, _typed_body(rt, body))
         meta = obj.setdefault("metadata", {})
         if rt.namespaced:
             _check_names(Ref(rt, namespace=namespace, name=meta.get("name", "")), meta)
@@ -128,7 +150,7 @@ class Registry:
             raise errors.internal("resourceVersion should not be set on objects to be created")
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = f"{meta['generateName']}{self.store.random_suffix()}"
-        for key in _SERVER_META:
+        for key in strategies.SERVER_META:
             meta.pop(key, None)
         _default_for_create(rt, obj)
         causes = check_object(rt, obj, old=None)
@@ -150,6 +172,7 @@ class Registry:
         """Insert a seed object as given (status included), filling only the server-owned fields it lacks."""
         obj = copy.deepcopy(obj)
         obj["kind"], obj["apiVersion"] = rt.kind, rt.api_version
+        obj = _decoded(rt, obj)
         meta = obj.setdefault("metadata", {})
         if rt.namespaced:
             meta.setdefault("namespace", "default")
@@ -163,7 +186,7 @@ class Registry:
         if self.store.get(Ref(rt, namespace=meta.get("namespace", ""), name=meta["name"])) is not None:
             raise errors.already_exists(rt, meta["name"])
         stored = self.store.put(rt, obj)
-        self._after_write(rt, meta.get("namespace", ""))
+        self.disruption.sync_now(rt, meta.get("namespace", ""))
         return stored
 
     # -- update and patch ----------------------------------------------------------------------------------
@@ -172,7 +195,7 @@ class Registry:
         self, ref: Ref, body: Any, *, subresource: str | None = None, dry_run: bool = False
     ) -> JsonObj:
         current = self.store.require(ref)
-        proposed = _typed_body(ref.rt, body)
+        proposed = _decoded(ref.rt, _typed_body(ref.rt, body))
         _check_names(ref, proposed.get("metadata") or {})
         return self._commit(ref.rt, current, proposed=proposed, subresource=subresource, dry_run=dry_run)
 
@@ -203,6 +226,12 @@ class Registry:
             raise errors.unsupported_media_type(content_type, [JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH])
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch must produce an object")
+        try:
+            microtime.normalise(rt, patched)
+        except microtime.MicroTimeError as error:
+            # The patch handlers decode the patched object into its Go type and answer a failure as
+            # NewInvalid(schema.GroupKind{}, "", [field.Invalid("patch", …)]) (endpoints/handlers/patch.go).
+            raise errors.invalid_patch(patched, why=str(error)) from error
         meta: JsonObj = patched["metadata"] if isinstance(patched.get("metadata"), dict) else {}
         _check_names(ref, meta)
         if meta.get("uid") and meta["uid"] != current["metadata"]["uid"]:
@@ -218,7 +247,7 @@ class Registry:
         wanted_rv = (proposed.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != cur_meta["resourceVersion"]:
             raise errors.conflict(rt, name)
-        new = self._merge_for_update(rt, current, proposed, status_only=subresource == "status")
+        new = strategies.merge_for_update(rt, current, proposed, status_only=subresource == "status")
         causes = check_object(rt, new, old=current)
         if causes:
             raise errors.invalid(rt, name, causes=causes)
@@ -237,35 +266,6 @@ class Registry:
         stored = self.store.put(rt, new)
         self._after_write(rt, ref.namespace)
         return stored
-
-    def _merge_for_update(
-        self, rt: ResourceType, current: JsonObj, proposed: JsonObj, *, status_only: bool
-    ) -> JsonObj:
-        """The object an update stores: server-owned fields from `current`, the rest as the endpoint allows."""
-        cur_meta = current["metadata"]
-        if status_only:
-            new = copy.deepcopy(current)
-            if proposed.get("status") is None:
-                new.pop("status", None)
-            else:
-                new["status"] = copy.deepcopy(proposed["status"])
-            return new
-        new = copy.deepcopy(proposed)
-        meta = new.setdefault("metadata", {})
-        for key in (*_SERVER_META, "name", "namespace"):
-            if key in cur_meta:
-                meta[key] = cur_meta[key]
-            else:
-                meta.pop(key, None)
-        meta["resourceVersion"] = cur_meta["resourceVersion"]
-        if rt.has_status:
-            if "status" in current:
-                new["status"] = copy.deepcopy(current["status"])
-            else:
-                new.pop("status", None)
-        if rt.has_generation and new.get("spec") != current.get("spec"):
-            meta["generation"] = int(cur_meta.get("generation", 1)) + 1
-        return new
 
     # -- delete --------------------------------------------------------------------------------------------
 
@@ -303,19 +303,29 @@ class Registry:
         return gone
 
     def check_preconditions(self, rt: ResourceType, current: JsonObj, *, preconditions: JsonObj) -> None:
+        """A stale UID or resourceVersion in DeleteOptions is 409 Conflict, worded as rest.BeforeDelete words it.
+
+        kube-apiserver checks them in k8s.io/apiserver/pkg/registry/rest/delete.go (BeforeDelete) before it
+        touches storage, and EvictionREST's addConditionAndDeletePod repeats the same text. The storage
+        layer's own "Precondition failed: UID in precondition: …" (storage.Preconditions.Check) is reached
+        only when the object changes between that check and the delete, which cannot happen here.
+        """
         meta = current["metadata"]
         if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
-            why = f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: {meta['uid']}"
-            raise errors.conflict(rt, meta["name"], why=why)
+            why = (
+                f"the UID in the precondition ({preconditions['uid']}) does not match the UID in record "
+                f"({meta['uid']}). The object might have been deleted and then recreated"
+            )
+            raise errors.conflict(rt, meta["name"], why=why, by_kind=True)
         if (
             preconditions.get("resourceVersion")
             and preconditions["resourceVersion"] != meta["resourceVersion"]
         ):
             why = (
-                f"Precondition failed: ResourceVersion in precondition: {preconditions['resourceVersion']}, "
-                f"ResourceVersion in object meta: {meta['resourceVersion']}"
+                f"the ResourceVersion in the precondition ({preconditions['resourceVersion']}) does not match "
+                f"the ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified"
             )
-            raise errors.conflict(rt, meta["name"], why=why)
+            raise errors.conflict(rt, meta["name"], why=why, by_kind=True)
 
     def _grace_seconds(self, rt: ResourceType, current: JsonObj, *, options: JsonObj) -> int:
         """Seconds a pod stays Terminating; 0 removes it now. Only a pod bound to a node has a kubelet to wait on."""
@@ -360,5 +370,4 @@ class Registry:
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
     def _after_write(self, rt: ResourceType, namespace: str) -> None:
-        if rt.key() in controllers.DISRUPTION_INPUTS and namespace:
-            controllers.sync_disruption_budgets(self.store, namespace)
+        self.disruption.observe(rt, namespace)

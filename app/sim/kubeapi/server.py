@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 
 SeedSource = Mapping[str, Any] | str | Path
 _MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit
+# How long the simulated disruption controller takes to catch up with a pod change (see controllers.py).
+# A real one reacts through informers and a work queue, with no bound a client may rely on: a test that
+# needs the budget's synced state polls for it, on either server.
+DISRUPTION_SYNC_S = 0.1
 
 
 async def _version(request: web.Request) -> web.Response:
@@ -73,6 +77,7 @@ class KubeApiServer:
         faults: FaultConfig | None = None,
         token: str | None = DEFAULT_TOKEN,
         pod_termination_s: float = 0.0,
+        disruption_sync_s: float = DISRUPTION_SYNC_S,
         clock: Clock = utc_now,
         uid_seed: int = 0,
     ) -> None:
@@ -80,7 +85,10 @@ class KubeApiServer:
         self.store = Store(catalog, clock=clock, seed=uid_seed)
         self._timers = Timers()
         self.registry = Registry(
-            self.store, pod_termination_s=pod_termination_s, schedule=self._timers.schedule
+            self.store,
+            pod_termination_s=pod_termination_s,
+            schedule=self._timers.schedule,
+            disruption_sync_s=disruption_sync_s,
         )
         self.state = SimState(
             catalog=catalog,
@@ -155,6 +163,16 @@ class KubeApiServer:
         """Replace the fault settings (None clears them); the generator is reseeded from `config.seed`."""
         self.state.faults.configure(config or FaultConfig())
 
+    def configure_disruption_sync(self, seconds: float) -> None:
+        """Change how long the simulated disruption controller lags behind pod changes (0: inline)."""
+        if seconds < 0:
+            raise ValueError(f"the disruption controller's lag must not be negative, got {seconds}")
+        self.registry.disruption.sync_delay_s = seconds
+
+    def sync_controllers(self) -> None:
+        """Let the simulated disruption controller catch up now with every change it has queued."""
+        self.registry.disruption.flush()
+
     def counters(self) -> JsonObj:
         return self.state.counters.snapshot()
 
@@ -183,11 +201,17 @@ async def run(
     faults: FaultConfig | None = None,
     kubeconfig_path: str | Path | None = None,
     pod_termination_s: float = 0.0,
+    disruption_sync_s: float = DISRUPTION_SYNC_S,
     on_ready: Callable[[KubeApiServer], None] | None = None,
 ) -> None:
     """Serve a seeded simulated cluster until cancelled (the entry point for `sickbay simulate kube-api`)."""
     server = KubeApiServer(
-        seed=seed_path, host=host, port=port, faults=faults, pod_termination_s=pod_termination_s
+        seed=seed_path,
+        host=host,
+        port=port,
+        faults=faults,
+        pod_termination_s=pod_termination_s,
+        disruption_sync_s=disruption_sync_s,
     )
     async with server:
         if kubeconfig_path is not None:

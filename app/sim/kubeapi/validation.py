@@ -101,14 +101,43 @@ def _metadata(rt: ResourceType, meta: JsonObj) -> Iterator[Cause]:
 
 
 def _node(obj: JsonObj, old: JsonObj | None) -> Iterator[Cause]:
+    """Node taints, reported where kube-apiserver reports them: under `metadata.taints[i]`, not `spec`.
+
+    pkg/apis/core/validation's ValidateNode calls validateNodeTaints with a path built from
+    field.NewPath("metadata"), and a main-endpoint update runs ValidateNode and then ValidateNodeUpdate,
+    which validates the taints again ("update taints"): an update lists every taint cause twice (the
+    message, de-duplicated by ToAggregate, names it once). The /status endpoint keeps the stored spec, so
+    its taints were already valid.
+    """
+    causes = list(_taints((obj.get("spec") or {}).get("taints") or [], path="metadata.taints"))
+    yield from causes
+    if old is not None:
+        yield from causes
+
+
+def _go_taint(taint: JsonObj) -> str:
+    """A taint as Go's %#v prints core.Taint in a Duplicate cause.
+
+    A set timeAdded prints as a pointer address in the real message; the simulator writes a fixed one.
+    """
+    added = "(*v1.Time)(nil)" if taint.get("timeAdded") is None else "(*v1.Time)(0xc000000000)"
+    return (
+        f"core.Taint{{Key:{json.dumps(str(taint.get('key') or ''))}, "
+        f"Value:{json.dumps(str(taint.get('value') or ''))}, "
+        f"Effect:{json.dumps(str(taint.get('effect') or ''))}, TimeAdded:{added}}}"
+    )
+
+
+def _taints(taints: list[JsonObj], *, path: str) -> Iterator[Cause]:
+    """validateNodeTaints: key (a qualified name, so an empty key is Invalid, not Required), value, effect,
+    and uniqueness by (key, effect)."""
     seen: set[tuple[str, str]] = set()
-    for index, taint in enumerate((obj.get("spec") or {}).get("taints") or []):
-        field = f"spec.taints[{index}]"
+    for index, taint in enumerate(taints):
+        field = f"{path}[{index}]"
         key = str(taint.get("key") or "")
-        if not key:
-            yield _required(f"{field}.key")
-        elif label_key_problem(key):
-            yield _invalid(f"{field}.key", key, str(label_key_problem(key)))
+        problem = label_key_problem(key)
+        if problem:
+            yield _invalid(f"{field}.key", key, problem)
         value = taint.get("value")
         if value is not None and label_value_problem(str(value)):
             yield _invalid(f"{field}.value", value, str(label_value_problem(str(value))))
@@ -121,9 +150,11 @@ def _node(obj: JsonObj, old: JsonObj | None) -> Iterator[Cause]:
                 f"{field}.effect",
                 f'Unsupported value: "{effect}": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"',
             )
-        if (key, str(effect)) in seen:
-            yield ("FieldValueDuplicate", f"{field}", f'Duplicate value: "{key}:{effect}"')
-        seen.add((key, str(effect)))
+        if (key, str(effect or "")) in seen:
+            why = f"Duplicate value: {_go_taint(taint)}: taints must be unique by key and effect pair"
+            yield ("FieldValueDuplicate", field, why)
+            continue
+        seen.add((key, str(effect or "")))
 
 
 def _mutable_pod_spec(spec: JsonObj) -> JsonObj:
