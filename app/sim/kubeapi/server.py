@@ -18,7 +18,7 @@ from aiohttp import web
 
 from app.sim.kubeapi import control, discovery, seed
 from app.sim.kubeapi.errors import ApiError
-from app.sim.kubeapi.faults import FaultConfig, FaultInjector
+from app.sim.kubeapi.faults import EvictionFailure, FaultConfig, FaultInjector
 from app.sim.kubeapi.handlers import error_response, handle_api, json_response
 from app.sim.kubeapi.kubeconfig import DEFAULT_TOKEN, write_kubeconfig
 from app.sim.kubeapi.registry import Registry
@@ -72,16 +72,16 @@ class KubeApiServer:
         port: int = 0,
         faults: FaultConfig | None = None,
         token: str | None = DEFAULT_TOKEN,
-        pod_termination_s: float = 0.0,
+        grace_scale: float = 0.0,
         clock: Clock = utc_now,
         uid_seed: int = 0,
     ) -> None:
+        """`grace_scale`: how long a deleted pod stays Terminating, per second of its grace period (see
+        `Registry`); 0 removes deleted pods at once."""
         catalog = Catalog()
         self.store = Store(catalog, clock=clock, seed=uid_seed)
         self._timers = Timers()
-        self.registry = Registry(
-            self.store, pod_termination_s=pod_termination_s, schedule=self._timers.schedule
-        )
+        self.registry = Registry(self.store, grace_scale=grace_scale, schedule=self._timers.schedule)
         self.state = SimState(
             catalog=catalog,
             registry=self.registry,
@@ -155,6 +155,14 @@ class KubeApiServer:
         """Replace the fault settings (None clears them); the generator is reseeded from `config.seed`."""
         self.state.faults.configure(config or FaultConfig())
 
+    @property
+    def eviction_failures(self) -> tuple[EvictionFailure, ...]:
+        return self.state.faults.eviction_failures
+
+    def fail_evictions(self, *failures: EvictionFailure) -> None:
+        """Make every eviction of these pods fail outright (none: evictions work again)."""
+        self.state.faults.fail_evictions(failures)
+
     def counters(self) -> JsonObj:
         return self.state.counters.snapshot()
 
@@ -182,13 +190,11 @@ async def run(
     *,
     faults: FaultConfig | None = None,
     kubeconfig_path: str | Path | None = None,
-    pod_termination_s: float = 0.0,
+    grace_scale: float = 0.0,
     on_ready: Callable[[KubeApiServer], None] | None = None,
 ) -> None:
     """Serve a seeded simulated cluster until cancelled (the entry point for `sickbay simulate kube-api`)."""
-    server = KubeApiServer(
-        seed=seed_path, host=host, port=port, faults=faults, pod_termination_s=pod_termination_s
-    )
+    server = KubeApiServer(seed=seed_path, host=host, port=port, faults=faults, grace_scale=grace_scale)
     async with server:
         if kubeconfig_path is not None:
             server.write_kubeconfig(kubeconfig_path)
