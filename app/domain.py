@@ -140,6 +140,9 @@ class Taint:
 class RemediationState(StrEnum):
     QUARANTINED = "quarantined"
     DRAINING = "draining"
+    # The drain could not empty the node (an eviction failed for good, a budget or a stuck pod held it
+    # past the deadline): quarantined, never handed off, until a later drain empties it or a human acts.
+    DRAIN_FAILED = "drain-failed"
     REMEDIATING = "remediating"
     VERIFYING = "verifying"
     AT_RISK = "at-risk"
@@ -217,6 +220,8 @@ class PodState:
     owners: tuple[OwnerRef, ...] = ()
     gpu_request: int = 0
     resource_version: str = ""
+    # spec.terminationGracePeriodSeconds: how long the kubelet lets it stop once deleted (the API default).
+    grace_period_s: int = 30
 
     @property
     def ref(self) -> PodRef:

@@ -26,6 +26,7 @@ class Metrics:
     nodes_by_state: Gauge
     drain_seconds: Histogram
     evictions_blocked: Counter
+    drains_failed: Counter
     kube_errors: Counter
     leader: Gauge
     gpu_risk: Gauge
@@ -108,6 +109,13 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
         evictions_blocked=Counter(
             "sickbay_evictions_blocked",
             "Evictions still refused by a PodDisruptionBudget at the drain deadline",
+            registry=registry,
+        ),
+        drains_failed=Counter(
+            "sickbay_drains_failed",
+            "Drains that left pods on the node, so it stayed drain-failed and was not handed off, by why "
+            "(eviction-failed, blocked, terminating, unlisted; a drain with two reasons counts under both)",
+            ["reason"],
             registry=registry,
         ),
         kube_errors=Counter(
