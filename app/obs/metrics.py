@@ -102,7 +102,7 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
         ),
         drain_seconds=Histogram(
             "sickbay_drain_duration_seconds",
-            "Time to drain a quarantined node's GPU pods",
+            "Time to drain a quarantined node's GPU pods, until the evicted ones are gone",
             buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800),
             registry=registry,
         ),

@@ -245,3 +245,19 @@ async def test_a_human_who_moves_the_pods_lets_the_next_reconcile_hand_off(tmp_p
 
 async def _no_gpu_pods(world: World) -> bool:
     return not gpu_pods(world, NODE)
+
+
+async def test_relabelling_a_drain_failed_node_draining_retries_it_now(tmp_path: Path) -> None:
+    async with open_world(tmp_path) as world:
+        add_trainers(world)
+        world.sim.fail_evictions(EvictionFailure("training", "*", code=403))
+        await world.post_alert(node=NODE, xid="79", gpu="0")
+        await eventually(lambda: state_is(world, "drain-failed"), what="drain-failed")
+
+        world.sim.fail_evictions()  # the ClusterRole is fixed; the operator does not wait for retry_after
+        await world.kubectl("label", "node", NODE, f"{footprint.STATE}=draining", "--overwrite")
+        await world.reconcile()
+        await eventually(lambda: state_is(world, "remediating"), what="the hand-off")
+        annotations = (await world.node(NODE)).metadata.annotations
+        assert footprint.DRAIN_FAILED not in annotations
+        assert annotations[footprint.REMEDIATION_REQUESTED] == "reboot-node"
