@@ -287,12 +287,11 @@ class NodeWriter:
             node = await self._kube.get_node(name)
             if not node.owned_by_sickbay:
                 return None
-            if node.state is state and all(
-                node.annotation(footprint.PREFIX + k.replace("_", "-")) == v for k, v in annotations.items()
-            ):
+            patch = footprint.state_patch(node, state, **annotations)
+            if node.state is state and all((node.annotation(k) or "") == v for k, v in patch.annotations):
                 return node
             try:
-                return await self._kube.patch_node(footprint.state_patch(node, state, **annotations))
+                return await self._kube.patch_node(patch)
             except errors.ConflictError:
                 continue
         return None

@@ -197,7 +197,6 @@ async def test_a_403_ends_drain_failed_visibly_and_a_later_reconcile_hands_off(t
         assert "drain-failed" in labels
         metrics = await (await world.client.get("/metrics")).text()
         assert 'sickbay_drains_failed_total{reason="eviction-failed"} 1.0' in metrics
-        assert 'sickbay_nodes{state="drain-failed"}' in metrics
         page = await (await world.client.get("/")).text()
         assert "drain-failed" in page
         assert "not handed off" in page
@@ -205,9 +204,11 @@ async def test_a_403_ends_drain_failed_visibly_and_a_later_reconcile_hands_off(t
         held = [o for o in outcomes if o["kind"] == "request-remediation"]
         assert [o["status"] for o in held] == ["blocked"]
 
-        # Not yet due for a retry: a reconcile leaves it as it is.
+        # Not yet due for a retry: a reconcile leaves it as it is, and counts it.
         await world.reconcile()
         assert await state_is(world, "drain-failed")
+        metrics = await (await world.client.get("/metrics")).text()
+        assert 'sickbay_nodes{state="drain-failed"} 1.0' in metrics
         # The RBAC is fixed; once drain.retry_after (10 min) has passed, a reconcile drains it again, and
         # this time the pods go and the node is handed off.
         world.sim.fail_evictions()
