@@ -142,6 +142,9 @@ class Taint:
 class RemediationState(StrEnum):
     QUARANTINED = "quarantined"
     DRAINING = "draining"
+    # The drain could not empty the node (an eviction failed for good, a budget or a stuck pod held it
+    # past the deadline): quarantined, never handed off, until a later drain empties it or a human acts.
+    DRAIN_FAILED = "drain-failed"
     REMEDIATING = "remediating"
     VERIFYING = "verifying"
     AT_RISK = "at-risk"
@@ -221,6 +224,8 @@ class PodState:
     resource_version: str = ""
     # metadata.deletionTimestamp is set: the pod is Terminating (its grace period runs), not yet gone.
     deleting: bool = False
+    # spec.terminationGracePeriodSeconds: how long the kubelet lets it stop once deleted (the API default).
+    grace_period_s: int = 30
 
     @property
     def ref(self) -> PodRef:

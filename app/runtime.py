@@ -25,6 +25,7 @@ from app import alertsync, api, pipeline, rechecks, retraining, schedule, status
 from app.act.drain import Drainer
 from app.act.executor import Executor
 from app.act.gatekeeper import GateKeeper
+from app.act.handoff import HandOff
 from app.act.nodes import NodeWriter
 from app.act.reconcile import Reconciler
 from app.act.recorder import Recorder
@@ -236,11 +237,19 @@ async def _actuators(
     remediators = Remediators(
         kube=kube, nodes=nodes, recorder=recorder, policy=policy, clock=clock, dry_run=dry_run
     )
+    handoff = HandOff(
+        nodes=nodes,
+        drainer=drainer,
+        remediators=remediators,
+        recorder=recorder,
+        journal=book,
+        metrics=metrics,
+    )
     executor = Executor(
         nodes=nodes,
         drainer=drainer,
+        handoff=handoff,
         restarter=restarter,
-        remediators=remediators,
         recorder=recorder,
         journal=book,
         paused=lambda: services.settings.pause,
@@ -254,8 +263,7 @@ async def _actuators(
     services.reconciler = Reconciler(
         kube=kube,
         nodes=nodes,
-        drainer=drainer,
-        remediators=remediators,
+        handoff=handoff,
         gates=gates,
         recorder=recorder,
         journal=book,

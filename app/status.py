@@ -15,13 +15,15 @@ from typing import Any
 
 from app.act.gatekeeper import GateKeeper
 from app.api import breaker_view, node_view, unattributed_view
+from app.decide import footprint
 from app.domain import NodeState
 from app.store import deadletter, inbox
 from app.store.journal import Entry
 
 _NEXT_STEP = {
     "quarantined": "drain GPU pods",
-    "draining": "finish evictions, then request remediation",
+    "draining": "finish evictions, wait until the pods are gone, then request remediation",
+    "drain-failed": "not handed off: fix what held the pods (or move them), then it drains again",
     "remediating": "wait for the remediator (sickbay.io/remediation-done)",
     "verifying": "release after healthy-delay with no active fault",
     "at-risk": "watch the risk score; drain only if policy says so",
@@ -114,7 +116,9 @@ def _nodes_table(nodes: Sequence[NodeState] | None) -> str:
     for node in acting:
         view = node_view(node)
         state = view["state"] or ""
-        klass = "bad" if state in ("quarantined", "draining") else "warn"
+        klass = "bad" if state in ("quarantined", "draining", "drain-failed") else "warn"
+        held = node.annotation(footprint.DRAIN_FAILED) if state == "drain-failed" else None
+        step = _NEXT_STEP.get(state, "") + (f" — {held}" if held else "")
         fault = view["fault"]
         rows.append(
             "<tr>"
@@ -123,7 +127,7 @@ def _nodes_table(nodes: Sequence[NodeState] | None) -> str:
             f"<td>{escape(str(fault.get('class', '')))}{_gpu(fault)}</td>"
             f"<td>{escape(view['reason'] or '')}</td>"
             f"<td>{escape(view['since'] or '')}</td>"
-            f"<td>{escape(_NEXT_STEP.get(state, ''))}</td>"
+            f"<td>{escape(step)}</td>"
             "</tr>"
         )
     head = "<tr><th>node</th><th>state</th><th>fault</th><th>reason</th><th>since</th><th>next step</th></tr>"

@@ -1,29 +1,39 @@
-"""Draining a quarantined node: evictions through the Eviction API, so PodDisruptionBudgets hold.
+"""Draining a quarantined node: evictions through the Eviction API, so PodDisruptionBudgets hold, and then
+waiting until the evicted pods are really gone.
 
 A 429 from a budget means "not now": retry with backoff until the drain deadline, then follow policy
-(`leave` with an Event and a metric, or `delete`). A 404 means the pod is already gone: done. One drain
-task per node; the pods being evicted are remembered so concurrent plans never evict a pod twice.
-After the drain the node is handed to its remediator.
+(`leave` with an Event and a metric, or `delete`). A 404, or a 409 on the pod's UID (its name now belongs
+to a new pod), means the pod is already gone: done. Any other failure is for good (403 RBAC, a webhook's
+400, a 5xx after the client's retries). Accepted is not gone: each moved pod is then waited for
+(`departures`) until the later of the drain deadline and its own grace period after it was accepted, so a
+`delete` after the deadline still waits for the deletion. The drain ends in a `DrainResult`; what follows
+it (a hand-off, or `drain-failed`) is `handoff`'s business.
+
+One drain task per node; the pods being evicted are remembered so concurrent plans never evict a pod twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
+from app.act import departures
 from app.act.recorder import Recorder
 from app.act.urgency import Urgency
 from app.config import rules
-from app.decide import evictions
-from app.domain import Action, ActionKind, Outcome, OutcomeStatus, PodRef, Track
+from app.decide import drains, evictions
+from app.domain import Action, ActionKind, Outcome, OutcomeStatus, PodRef, PodState, Track
 from app.kube import errors, port
 from app.obs.metrics import Metrics
 
 log = logging.getLogger("app.act")
 _MAX_PARALLEL_EVICTIONS = 8
+# After its grace period a pod's containers are killed; the kubelet's final delete follows within its
+# status sync. A pod still there this long after that is stuck (a dead kubelet, a finalizer).
+_KUBELET_SLACK_S = 15.0
+_IN_PROGRESS = "eviction already in progress"
 
 
 class Drainer:
@@ -48,7 +58,7 @@ class Drainer:
         self._dry_run = dry_run
         self._sleep = sleep
         self._in_flight: set[tuple[str, str]] = set()
-        self._tasks: dict[str, asyncio.Task[list[Outcome]]] = {}
+        self._tasks: dict[str, asyncio.Task[drains.DrainResult]] = {}
 
     def running(self, node: str) -> bool:
         task = self._tasks.get(node)
@@ -61,16 +71,20 @@ class Drainer:
         reason: str,
         pods: list[PodRef] | None = None,
         first: Callable[[], Awaitable[None]] | None = None,
-        then: Callable[[list[Outcome]], Awaitable[None]] | None = None,
-    ) -> asyncio.Task[list[Outcome]]:
+        then: Callable[[drains.DrainResult], Awaitable[None]] | None = None,
+        wait: bool = True,
+    ) -> asyncio.Task[drains.DrainResult]:
         """Drain `node` in the background (the listed pods, or every drainable GPU pod found on it).
 
-        `first` runs before the evictions (marking the node `draining`), `then` after them (hand-off).
+        `first` runs before the evictions (marking the node `draining`), `then` after the pods are gone or
+        their wait ended (the hand-off, or `drain-failed`). `wait=False` returns once the evictions are
+        answered, for a drain nothing is handed off after (the proactive ladder's).
         """
         if self.running(node):
             return self._tasks[node]
         task = asyncio.create_task(
-            self._drain(node, reason=reason, pods=pods, first=first, then=then), name=f"drain-{node}"
+            self._drain(node, reason=reason, pods=pods, first=first, then=then, wait=wait),
+            name=f"drain-{node}",
         )
         self._tasks[node] = task
         return task
@@ -87,59 +101,113 @@ class Drainer:
         reason: str,
         pods: list[PodRef] | None,
         first: Callable[[], Awaitable[None]] | None,
-        then: Callable[[list[Outcome]], Awaitable[None]] | None,
-    ) -> list[Outcome]:
+        then: Callable[[drains.DrainResult], Awaitable[None]] | None,
+        wait: bool,
+    ) -> drains.DrainResult:
         await self._urgency.calm()  # other nodes' quarantines go first
-        started = time.monotonic()
+        # The event loop's clock, not the wall clock: monotonic, and fast-forwarded in tests (looptime).
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        deadline = started + self._policy.deadline.total_seconds()
         if first is not None:
             try:
                 await first()
             except errors.KubeError as exc:  # the label is cosmetic; the evictions must still happen
                 log.warning("could not mark %s as draining (%s); draining anyway", node, exc)
-        if pods is None:
-            found = await self._kube.list_pods(node=node)
-            pods = [p.ref for p in found if evictions.drainable(p, self._policy)]
-        slots = asyncio.Semaphore(_MAX_PARALLEL_EVICTIONS)
-
-        async def one(pod: PodRef) -> Outcome:
-            async with slots:
-                return await self.evict(pod, node=node, reason=reason)
-
-        outcomes = list(await asyncio.gather(*(one(p) for p in pods)))
-        self._metrics.drain_seconds.observe(time.monotonic() - started)
+        try:
+            targets, elsewhere = await self._targets(node, pods)
+        except errors.KubeError as exc:
+            self._metrics.kube_errors.labels(kind="drain").inc()
+            result = drains.DrainResult(node=node, problem=f"cannot list the pods on the node: {exc}")
+        else:
+            result = await self._evict_all(
+                node, targets, reason=reason, deadline=deadline, wait=wait, elsewhere=elsewhere
+            )
+        self._metrics.drain_seconds.observe(loop.time() - started)
         if then is not None:
-            await then(outcomes)
-        return outcomes
+            await then(result)
+        return result
 
-    async def evict(self, pod: PodRef, *, node: str, reason: str) -> Outcome:
+    async def _targets(self, node: str, pods: list[PodRef] | None) -> tuple[list[PodState], list[PodRef]]:
+        """The pods to move, as found on the node now (their UIDs pin each eviction to that incarnation),
+        and the listed pods that are not on it (gone, or never there: never evicted from elsewhere)."""
+        found = await self._kube.list_pods(node=node)
+        if pods is None:
+            return [p for p in found if evictions.drainable(p, self._policy)], []
+        here = {(p.namespace, p.name): p for p in found}
+        wanted = list(dict.fromkeys((p.namespace, p.name) for p in pods))
+        targets = [here[key] for key in wanted if key in here]
+        elsewhere = [PodRef(namespace=ns, name=name) for ns, name in wanted if (ns, name) not in here]
+        return targets, elsewhere
+
+    async def _evict_all(
+        self,
+        node: str,
+        targets: list[PodState],
+        *,
+        reason: str,
+        deadline: float,
+        wait: bool,
+        elsewhere: list[PodRef],
+    ) -> drains.DrainResult:
+        loop = asyncio.get_running_loop()
+        slots = asyncio.Semaphore(_MAX_PARALLEL_EVICTIONS)
+        leaving: list[departures.Departure] = []
+
+        async def one(pod: PodState) -> Outcome:
+            async with slots:
+                outcome = await self.evict(pod, node=node, reason=reason, deadline=deadline)
+            if outcome.status is OutcomeStatus.APPLIED or outcome.detail == _IN_PROGRESS:
+                # Its kubelet has the grace period to stop it, even past the drain deadline (a `delete`
+                # after the deadline waits for the deletion it asked for).
+                until = max(deadline, loop.time() + pod.grace_period_s + _KUBELET_SLACK_S)
+                leaving.append(departures.Departure(pod.ref, pod.uid, until, pod.grace_period_s))
+            return outcome
+
+        outcomes = list(await asyncio.gather(*(one(p) for p in targets)))
+        outcomes += [self._not_here(pod, node=node, reason=reason) for pod in elsewhere]
+        lingering = (
+            await departures.wait_until_gone(self._kube, node, leaving, sleep=self._sleep) if wait else {}
+        )
+        return drains.settle(node, outcomes, lingering=lingering)
+
+    def _not_here(self, pod: PodRef, *, node: str, reason: str) -> Outcome:
         action = Action(kind=ActionKind.EVICT_POD, track=Track.WORKLOAD, node=node, pod=pod, reason=reason)
+        return self._recorder.outcome(action, OutcomeStatus.SKIPPED, f"not on {node} (already gone)")
+
+    async def evict(self, pod: PodState, *, node: str, reason: str, deadline: float) -> Outcome:
+        action = Action(
+            kind=ActionKind.EVICT_POD, track=Track.WORKLOAD, node=node, pod=pod.ref, reason=reason
+        )
         key = (pod.namespace, pod.name)
         if key in self._in_flight:
-            return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "eviction already in progress")
+            return self._recorder.outcome(action, OutcomeStatus.SKIPPED, _IN_PROGRESS)
         if self._dry_run:
             return self._recorder.outcome(
                 action, OutcomeStatus.DRY_RUN, "would evict through the Eviction API"
             )
         self._in_flight.add(key)
         try:
-            return await self._evict_until_deadline(action, pod)
+            return await self._evict_until_deadline(action, pod, deadline=deadline)
         finally:
             self._in_flight.discard(key)
 
-    async def _evict_until_deadline(self, action: Action, pod: PodRef) -> Outcome:
-        # The event loop's clock, not the wall clock: monotonic, and fast-forwarded in tests (looptime).
+    async def _evict_until_deadline(self, action: Action, pod: PodState, *, deadline: float) -> Outcome:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._policy.deadline.total_seconds()
+        ref = pod.ref
         delay = 1.0
         attempt = 0
         while True:
             attempt += 1
             try:
-                await self._kube.evict_pod(pod.namespace, pod.name)
-            except errors.NotFoundError:
-                return self._recorder.outcome(
-                    action, OutcomeStatus.SKIPPED, "pod already gone", attempts=attempt
+                await self._kube.evict_pod(pod.namespace, pod.name, uid=pod.uid or None)
+            except (errors.NotFoundError, errors.ConflictError) as exc:
+                gone = (
+                    "pod already gone"
+                    if isinstance(exc, errors.NotFoundError)
+                    else "pod already gone (its name now belongs to another pod)"
                 )
+                return self._recorder.outcome(action, OutcomeStatus.SKIPPED, gone, attempts=attempt)
             except errors.TooManyRequestsError as exc:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
@@ -147,7 +215,7 @@ class Drainer:
                 wait = min(delay, remaining, max(exc.retry_after or 0.0, delay))
                 log.info(
                     "eviction of %s refused (attempt %d: %s); will retry in %.1fs, %.0fs left before the drain deadline",
-                    pod,
+                    ref,
                     attempt,
                     "disruption budget" if exc.budget else "throttled",
                     wait,
@@ -160,21 +228,30 @@ class Drainer:
                 self._metrics.kube_errors.labels(kind="evict").inc()
                 return self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc), attempts=attempt)
             await self._recorder.pod_event(
-                pod, "SickbayEvicted", f"evicted from node {action.node}: {action.reason}"
+                ref, "SickbayEvicted", f"evicted from node {action.node}: {action.reason}", uid=pod.uid
             )
             return self._recorder.outcome(action, OutcomeStatus.APPLIED, "evicted", attempts=attempt)
 
-    async def _past_deadline(self, action: Action, pod: PodRef, attempts: int, why: str) -> Outcome:
+    async def _past_deadline(self, action: Action, pod: PodState, attempts: int, why: str) -> Outcome:
         self._metrics.evictions_blocked.inc()
+        ref = pod.ref
         if self._policy.on_deadline == "delete":
             try:
-                await self._kube.delete_pod(pod.namespace, pod.name)
-            except errors.NotFoundError:
+                await self._kube.delete_pod(pod.namespace, pod.name, uid=pod.uid or None)
+            except (errors.NotFoundError, errors.ConflictError):
                 return self._recorder.outcome(
                     action, OutcomeStatus.SKIPPED, "pod already gone", attempts=attempts
                 )
+            except errors.KubeError as exc:
+                self._metrics.kube_errors.labels(kind="delete").inc()
+                return self._recorder.outcome(
+                    action,
+                    OutcomeStatus.FAILED,
+                    f"delete after the drain deadline failed: {exc}",
+                    attempts=attempts,
+                )
             await self._recorder.pod_event(
-                pod,
+                ref,
                 "SickbayDeleted",
                 "drain deadline passed with the eviction still refused; deleted per policy",
                 warning=True,
@@ -183,7 +260,7 @@ class Drainer:
                 action, OutcomeStatus.APPLIED, "deleted after the drain deadline", attempts=attempts
             )
         await self._recorder.pod_event(
-            pod,
+            ref,
             "SickbayEvictionBlocked",
             f"a PodDisruptionBudget kept refusing the eviction until the drain deadline; left in place ({why})",
             warning=True,

@@ -2,8 +2,9 @@
 
 Order matters only at the start: the quarantine write comes first (one read, one write), so no evicted
 pod lands back on the sick node; then the workload track (gang restarts, pod restarts) and the hardware
-track (drain, then hand-off to a remediator) proceed without waiting on each other. The drain runs in the
-background, so a PodDisruptionBudget that holds an eviction for minutes never stalls the pipeline.
+track (drain, then hand-off to a remediator once the drained pods are gone: see `handoff`) proceed without
+waiting on each other. The drain runs in the background, so a PodDisruptionBudget that holds an eviction
+for minutes, or a pod's grace period, never stalls the pipeline.
 A proactive (at-risk) plan has its own, gentler order: see `ladder`.
 """
 
@@ -17,9 +18,9 @@ from datetime import datetime
 
 from app.act import ladder
 from app.act.drain import Drainer
+from app.act.handoff import HandOff
 from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
-from app.act.remediate import Remediators
 from app.act.workload import Restarter
 from app.domain import (
     Action,
@@ -29,7 +30,6 @@ from app.domain import (
     Outcome,
     OutcomeStatus,
     Plan,
-    RemediationState,
 )
 from app.store.journal import Journal
 
@@ -43,17 +43,16 @@ class Executor:
         *,
         nodes: NodeWriter,
         drainer: Drainer,
+        handoff: HandOff,
         restarter: Restarter,
-        remediators: Remediators,
         recorder: Recorder,
         journal: Journal,
         paused: Callable[[], bool],
         clock: Callable[[], datetime],
     ) -> None:
         self._nodes = nodes
-        self._drainer = drainer
+        self._handoff = handoff
         self._restarter = restarter
-        self._remediators = remediators
         self._recorder = recorder
         self._journal = journal
         self._paused = paused
@@ -109,18 +108,15 @@ class Executor:
                     quarantine, OutcomeStatus.RECORDED, f"drain of {node} started in the background"
                 )
             )
-
-            async def first() -> None:
-                await self._nodes.set_state(node, RemediationState.DRAINING)
-
-            async def then(drained: list[Outcome]) -> None:
-                await self._journal.record_outcomes(fault_id, drained)
-                if remediation is not None:
-                    done = await self._remediators.request(node, fault_class, reason=plan.fault.reason)
-                    await self._journal.record_outcomes(fault_id, [done])
-
             pods = None if drain_whole_node else [a.pod for a in evictions if a.pod is not None]
-            self._drainer.start(node, reason=plan.fault.reason, pods=pods, first=first, then=then)
+            self._handoff.start(
+                node,
+                fault_class,
+                reason=plan.fault.reason,
+                pods=pods,
+                fault_id=fault_id,
+                remediate=remediation is not None,
+            )
         outcomes += await asyncio.gather(
             *(
                 self._restarter.restart(

@@ -13,6 +13,7 @@ import asyncio
 from app.act.drain import Drainer
 from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
+from app.decide import drains
 from app.domain import Action, ActionKind, NodeState, Outcome, OutcomeStatus, Plan, RiskLevel
 from app.store.journal import Journal
 
@@ -97,10 +98,13 @@ class Ladder:
         if node is None or not (pods or whole_node):
             return []
 
-        async def then(drained: list[Outcome]) -> None:
-            await self._journal.record_outcomes(fault_id, drained)
+        async def then(drained: drains.DrainResult) -> None:
+            await self._journal.record_outcomes(fault_id, list(drained.outcomes))
 
-        self._drainer.start(node, reason=taint.reason, pods=None if whole_node else pods, then=then)
+        # Nothing is handed off after a proactive drain, so nothing waits for the pods to be gone.
+        self._drainer.start(
+            node, reason=taint.reason, pods=None if whole_node else pods, then=then, wait=False
+        )
         return [
             self._recorder.outcome(
                 taint, OutcomeStatus.RECORDED, f"proactive drain of {node} started in the background"

@@ -20,6 +20,7 @@ from app.act.urgency import Urgency
 from app.decide import footprint
 from app.domain import (
     Action,
+    Condition,
     Fault,
     FaultClass,
     NodePatch,
@@ -33,6 +34,7 @@ from app.kube import errors, port
 
 log = logging.getLogger("app.act")
 _CONFLICT_RETRIES = 5
+_ANNOTATION_MAX = 1000  # an annotation is for a person reading `kubectl describe`, not a log
 
 
 @dataclass(frozen=True)
@@ -331,15 +333,45 @@ class NodeWriter:
             node = await self._kube.get_node(name)
             if not node.owned_by_sickbay:
                 return None
-            if node.state is state and all(
-                node.annotation(footprint.PREFIX + k.replace("_", "-")) == v for k, v in annotations.items()
-            ):
+            patch = footprint.state_patch(node, state, **annotations)
+            if node.state is state and all((node.annotation(k) or "") == v for k, v in patch.annotations):
                 return node
             try:
-                return await self._kube.patch_node(footprint.state_patch(node, state, **annotations))
+                return await self._kube.patch_node(patch)
             except errors.ConflictError:
                 continue
         return None
+
+    async def begin_drain(self, name: str, fault_class: FaultClass) -> NodeState | None:
+        """Mark an owned node `draining`; a node coming out of `drain-failed` gets its class back as the
+        GpuHealthy reason (the drain-failed marks go with the label, see `footprint.state_patch`)."""
+        node = await self.set_state(name, RemediationState.DRAINING)
+        current = node.condition(footprint.CONDITION) if node is not None else None
+        if node is not None and current is not None and current.reason == footprint.DRAIN_FAILED_REASON:
+            await self._condition_of(
+                name, footprint.quarantined_condition(node, fault_class, now=self._clock())
+            )
+        return node
+
+    async def mark_drain_failed(self, name: str, fault_class: FaultClass, *, why: str) -> NodeState | None:
+        """Leave an owned node quarantined in `drain-failed`: the label, why and when (annotations), and
+        GpuHealthy=False with reason DrainFailed; None when it is no longer ours (or in a dry run)."""
+        now = self._clock()
+        node = await self.set_state(
+            name,
+            RemediationState.DRAIN_FAILED,
+            drain_failed=" ".join(why.split())[:_ANNOTATION_MAX],
+            drain_failed_at=now.isoformat(),
+        )
+        if node is not None:
+            await self._condition_of(name, footprint.drain_failed_condition(fault_class, why=why, now=now))
+        return node
+
+    async def _condition_of(self, name: str, condition: Condition) -> None:
+        try:
+            await self._kube.set_node_condition(name, condition)
+        except errors.KubeError as exc:
+            log.warning("could not set the %s condition on %s: %s", condition.type, name, exc)
 
     async def release(self, name: str, *, why: str) -> NodeState | None:
         """Remove exactly Sickbay's marks; an operator's cordon and taints stay."""

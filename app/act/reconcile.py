@@ -3,6 +3,9 @@
 State of record is the Node objects, so this loop is also how a new leader resumes whatever the previous
 one left half done: a node labelled `draining` gets its drain resumed, a `remediating` node is checked for
 completion or timeout, a `verifying` node is released once it stayed healthy for `healthy-delay`.
+A `drain-failed` node is drained again once `drain.retry_after` has passed since its last try, or at once
+when its drainable pods are gone (a human moved them); the drain hands it off only if it empties it.
+Relabelling it `draining` by hand resumes the drain on the next round; uncordoning it releases it.
 It also turns a sustained drop of GPU allocatable below capacity (the device plugin marking a GPU
 unhealthy) into a signal, since nothing else in Kubernetes links that to the pods on the GPU.
 """
@@ -13,17 +16,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from app.act.drain import Drainer
 from app.act.gatekeeper import GateKeeper
+from app.act.handoff import HandOff
 from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
-from app.act.remediate import Remediators
 from app.config import rules
-from app.decide import footprint
+from app.decide import drains, evictions, footprint
 from app.domain import (
     FaultClass,
     NodeState,
-    Outcome,
     RemediationState,
     Signal,
     SignalSource,
@@ -44,8 +45,7 @@ class Reconciler:
         *,
         kube: port.KubePort,
         nodes: NodeWriter,
-        drainer: Drainer,
-        remediators: Remediators,
+        handoff: HandOff,
         gates: GateKeeper,
         recorder: Recorder,
         journal: Journal,
@@ -57,8 +57,7 @@ class Reconciler:
     ) -> None:
         self._kube = kube
         self._nodes = nodes
-        self._drainer = drainer
-        self._remediators = remediators
+        self._handoff = handoff
         self._gates = gates
         self._recorder = recorder
         self._journal = journal
@@ -110,9 +109,12 @@ class Reconciler:
             case RemediationState.QUARANTINED | RemediationState.DRAINING:
                 if fault_class in (FaultClass.DRIVER_MISMATCH, None):
                     await self._maybe_release(node)
-                elif not self._drainer.running(node.name):
+                elif not self._handoff.running(node.name):
                     log.info("reconcile: resuming the drain of %s", node.name)
-                    self._start_drain(node.name, fault_class)
+                    self._start_drain(node.name, fault_class, why="resumed")
+            case RemediationState.DRAIN_FAILED:
+                if fault_class is not None and not self._handoff.running(node.name):
+                    await self._drain_failed(node, fault_class)
             case RemediationState.REMEDIATING:
                 await self._remediating(node, fault_class)
             case RemediationState.VERIFYING:
@@ -129,13 +131,21 @@ class Reconciler:
             node.name, footprint.quarantined_condition(node, fault_class, now=self._clock())
         )
 
-    def _start_drain(self, name: str, fault_class: FaultClass) -> None:
-        async def then(drained: list[Outcome]) -> None:
-            await self._journal.record_outcomes(None, drained)
-            done = await self._remediators.request(name, fault_class, reason="resumed by reconciliation")
-            await self._journal.record_outcomes(None, [done])
+    def _start_drain(self, name: str, fault_class: FaultClass, *, why: str) -> None:
+        self._handoff.start(name, fault_class, reason=f"{fault_class.value}: drain {why} by reconciliation")
 
-        self._drainer.start(name, reason=f"{fault_class.value}: drain resumed by reconciliation", then=then)
+    async def _drain_failed(self, node: NodeState, fault_class: FaultClass) -> None:
+        """Drain a `drain-failed` node again when its retry is due, or at once when nothing is left to move."""
+        if drains.retry_due(node, self._policy.drain, now=self._clock()):
+            log.info(
+                "reconcile: retrying the drain of %s (%s)", node.name, node.annotation(footprint.DRAIN_FAILED)
+            )
+            self._start_drain(node.name, fault_class, why="retried")
+            return
+        pods = await self._kube.list_pods(node=node.name)
+        if not any(evictions.drainable(p, self._policy.drain) for p in pods):
+            log.info("reconcile: %s has no pods left to drain; handing it off", node.name)
+            self._start_drain(node.name, fault_class, why="finished")
 
     async def _remediating(self, node: NodeState, fault_class: FaultClass | None) -> None:
         if node.annotation(footprint.REMEDIATION_DONE):

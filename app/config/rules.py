@@ -226,6 +226,9 @@ class DrainPolicy(_Frozen):
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     deadline: Duration = timedelta(minutes=10)
     on_deadline: Literal["leave", "delete"] = "leave"
+    # A node left `drain-failed` is drained again this long after the last try (null: never by itself;
+    # it waits for a human, or for its pods to leave).
+    retry_after: Duration | None = timedelta(minutes=10)
 
 
 class BudgetPolicy(_Frozen):

@@ -33,10 +33,15 @@ ADDED = "sickbay.io/added"
 REMEDIATION_REQUESTED = "sickbay.io/remediation-requested"
 REMEDIATION_REQUESTED_AT = "sickbay.io/remediation-requested-at"
 REMEDIATION_DONE = "sickbay.io/remediation-done"
+# Why the drain could not empty the node, and when it last tried: written with the `drain-failed` state,
+# removed when the node leaves it (the next drain, a hand-off, a release).
+DRAIN_FAILED = "sickbay.io/drain-failed"
+DRAIN_FAILED_AT = "sickbay.io/drain-failed-at"
 MANAGED = "sickbay.io/managed"
 CONDITION = "GpuHealthy"
 # A lasting soft (transient) signal; the type is a policy setting (`transient.condition`), this its default.
 SOFT_CONDITION = "GpuSoftFault"
+DRAIN_FAILED_REASON = "DrainFailed"  # the GpuHealthy reason while the node is `drain-failed`
 OUR_ANNOTATIONS = (
     REASON,
     SINCE,
@@ -46,7 +51,10 @@ OUR_ANNOTATIONS = (
     REMEDIATION_REQUESTED,
     REMEDIATION_REQUESTED_AT,
     REMEDIATION_DONE,
+    DRAIN_FAILED,
+    DRAIN_FAILED_AT,
 )
+_DRAIN_FAILED_MARKS = (DRAIN_FAILED, DRAIN_FAILED_AT)
 _SEVERITY = {
     FaultClass.DRIVER_MISMATCH: 1,
     FaultClass.RESET_GPU: 2,
@@ -108,7 +116,13 @@ def quarantine_patch(
 
 
 def state_patch(node: NodeState, state: RemediationState, **annotations: str) -> NodePatch:
-    pairs = tuple(sorted((PREFIX + k.replace("_", "-"), v) for k, v in annotations.items()))
+    """The state label and `sickbay.io/<key>` annotations; leaving `drain-failed` removes its marks."""
+    wanted = {PREFIX + k.replace("_", "-"): v for k, v in annotations.items()}
+    if state is not RemediationState.DRAIN_FAILED:
+        for key in _DRAIN_FAILED_MARKS:
+            if node.annotation(key) is not None:
+                wanted.setdefault(key, "")
+    pairs = tuple(sorted(wanted.items()))
     return NodePatch(
         node=node.name,
         resource_version=node.resource_version,
@@ -221,6 +235,17 @@ def soft_cleared(kind: str, *, message: str, now: datetime) -> Condition:
         status="False",
         reason="NoSoftFault",
         message=_one_line(message)[:1000],
+        last_transition=now,
+    )
+
+
+def drain_failed_condition(fault_class: FaultClass, *, why: str, now: datetime) -> Condition:
+    """GpuHealthy=False while the drain could not empty the node: the class stays in the message."""
+    return Condition(
+        type=CONDITION,
+        status="False",
+        reason=DRAIN_FAILED_REASON,
+        message=_one_line(f"{fault_class.value}: not handed off, the drain failed: {why}")[:1000],
         last_transition=now,
     )
 

@@ -78,7 +78,7 @@ def stack_config(nodes: int, seed: int) -> StackConfig:
             "quarantines_per_minute": 30,
         },
         identity="sickbay-demo",
-        pod_termination_s=0.0,
+        grace_scale=0.01,
         probe=True,
         token="sickbay-demo-token",  # noqa: S106 - a loopback demo credential
         history_s=prediction.HISTORY_S,

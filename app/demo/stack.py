@@ -111,7 +111,8 @@ class StackConfig:
     )
     policy: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # more section overrides
     pool: str = "h100"
-    pod_termination_s: float = 0.3
+    # A deleted pod stays Terminating for its grace period times this (30 s: 0.3 s), as behind a kubelet.
+    grace_scale: float = 0.01
     probe: bool = False  # also deliver every notification to an in-process recording receiver
     token: str = "sickbay-e2e-token"  # noqa: S105 - a loopback demo credential
     identity: str = "sickbay-e2e"
@@ -176,7 +177,7 @@ class Stack:
             settings=ServerSettings(time_mode="realtime", tick_s=self.config.tick_s, unmapped_nodes=unmapped),
         )
         # Seeded once the fleet's past has run (`start`): the cluster mirrors the fleet as it is now.
-        self.kube = KubeApiServer(pod_termination_s=self.config.pod_termination_s)
+        self.kube = KubeApiServer(grace_scale=self.config.grace_scale)
         self.history: datasets.DatasetReport | None = None
         self.backfill: backfill.BackfillStats | None = None
         self.models_dir = workdir / "models"

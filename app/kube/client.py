@@ -300,13 +300,19 @@ class KubeClient:
         items = await self._list(f"LIST pods{where}", page)
         return [convert.pod_state(item, gpu_resources=self.gpu_resources) for item in items]
 
-    async def evict_pod(self, namespace: str, name: str) -> None:
-        """policy/v1 Eviction. A PDB refusal raises `TooManyRequestsError(budget=True)` at once, without retries."""
+    async def evict_pod(self, namespace: str, name: str, *, uid: str | None = None) -> None:
+        """policy/v1 Eviction. A PDB refusal raises `TooManyRequestsError(budget=True)` at once, without retries.
+
+        With `uid`, only that incarnation is evicted: the eviction's DeleteOptions carry it as a precondition,
+        and a pod recreated under the same name answers 409 (ConflictError).
+        """
         _pod_name(namespace, name)
+        options = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=uid)) if uid else None
         body = k8s.V1Eviction(
             api_version="policy/v1",
             kind="Eviction",
             metadata=k8s.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=options,
         )
         await self._send(
             f"EVICT pod {namespace}/{name}",

@@ -182,7 +182,15 @@ def pod_state(pod: Mapping[str, Any], *, gpu_resources: Sequence[str] = (GPU_RES
         gpu_request=pod_gpu_request(spec, gpu_resources),
         resource_version=str(meta.get("resourceVersion") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
+        grace_period_s=_grace_period(spec.get("terminationGracePeriodSeconds")),
     )
+
+
+def _grace_period(raw: object) -> int:
+    """`terminationGracePeriodSeconds`; the API server defaults it to 30, and a negative one means 1."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        return 30
+    return max(1, int(raw)) if raw < 0 else int(raw)
 
 
 def _removals(pairs: Iterable[tuple[str, str]]) -> dict[str, str | None]:

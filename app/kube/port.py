@@ -47,8 +47,9 @@ class KubePort(Protocol):
 
     async def set_node_condition(self, node: str, condition: Condition) -> None: ...
 
-    async def evict_pod(self, namespace: str, name: str) -> None:
-        """Eviction API; raises TooManyRequestsError(budget=True) when a PDB forbids it, NotFoundError if gone."""
+    async def evict_pod(self, namespace: str, name: str, *, uid: str | None = None) -> None:
+        """Eviction API; raises TooManyRequestsError(budget=True) when a PDB forbids it, NotFoundError if gone,
+        and (with `uid`) ConflictError when the name now belongs to another pod."""
         ...
 
     async def delete_pod(self, namespace: str, name: str, *, uid: str | None = None) -> None: ...

@@ -29,6 +29,7 @@ class Metrics:
     nodes_by_state: Gauge
     drain_seconds: Histogram
     evictions_blocked: Counter
+    drains_failed: Counter
     kube_errors: Counter
     leader: Gauge
     gpu_risk: Gauge
@@ -124,13 +125,20 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
         ),
         drain_seconds=Histogram(
             "sickbay_drain_duration_seconds",
-            "Time to drain a quarantined node's GPU pods",
+            "Time to drain a quarantined node's GPU pods, until the evicted ones are gone",
             buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800),
             registry=registry,
         ),
         evictions_blocked=Counter(
             "sickbay_evictions_blocked",
             "Evictions still refused by a PodDisruptionBudget at the drain deadline",
+            registry=registry,
+        ),
+        drains_failed=Counter(
+            "sickbay_drains_failed",
+            "Drains that left pods on the node, so it stayed drain-failed and was not handed off, by why "
+            "(eviction-failed, blocked, terminating, unlisted; a drain with two reasons counts under both)",
+            ["reason"],
             registry=registry,
         ),
         kube_errors=Counter(

@@ -37,6 +37,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     kube_api.add_argument("--latency-ms", type=float, default=0.0, help="added to every request")
     kube_api.add_argument("--error-rate", type=float, default=0.0, help="share of requests answered 429/500")
+    kube_api.add_argument(
+        "--grace-scale",
+        type=float,
+        default=0.0,
+        help="a deleted pod stays Terminating for its grace period times this (1: real time; 0, the "
+        "default: it goes at once)",
+    )
     kube_api.set_defaults(run=_kube_api)
     return parser
 
@@ -58,7 +65,12 @@ def _kube_api(args: argparse.Namespace) -> int:
     try:
         asyncio.run(
             kubeapi.run(
-                args.seed, port=args.port, faults=faults, kubeconfig_path=args.kubeconfig_out, on_ready=ready
+                args.seed,
+                port=args.port,
+                faults=faults,
+                kubeconfig_path=args.kubeconfig_out,
+                grace_scale=args.grace_scale,
+                on_ready=ready,
             )
         )
     except kubeapi.SeedError as exc:

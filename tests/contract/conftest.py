@@ -56,8 +56,9 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     if REAL_KUBECONFIG:
         yield Cluster(Path(REAL_KUBECONFIG), None, tmp_path / "kube-cache")
         return
-    # pod_termination_s plays the kubelet: a deleted pod stays Terminating briefly, then disappears.
-    async with KubeApiServer(pod_termination_s=0.2) as api:
+    # grace_scale plays the kubelet: a deleted pod stays Terminating for its grace period scaled down
+    # (the 30 s of the pods made here: 0.3 s), then disappears.
+    async with KubeApiServer(grace_scale=0.01) as api:
         yield Cluster(api.write_kubeconfig(tmp_path / "kubeconfig"), api, tmp_path / "kube-cache")
 
 

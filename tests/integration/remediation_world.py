@@ -30,14 +30,26 @@ from app.sim.kubeapi import KubeApiServer
 from tests.payloads import alert, webhook
 
 SEED = Path(__file__).resolve().parents[1] / "fixtures" / "gang-cluster.yaml"
+# Simulated seconds a deleted pod stays Terminating per second of its grace period: 30 s become 0.3 s, so
+# every remediation test meets real Terminating pods and still runs in seconds.
+GRACE_SCALE = 0.01
+
+
+Hook = Callable[[str, tuple[Any, ...], dict[str, Any]], None]
 
 
 class Spy:
-    """Wraps the kube port and records every call in order: (method, first argument)."""
+    """Wraps the kube port and records every call in order: (method, first argument).
+
+    Each hook runs synchronously just before the call is sent, with the method name and its arguments: the
+    simulator shares the event loop, so a hook reading `world.sim.store` sees the cluster exactly as it is
+    when Sickbay makes that call.
+    """
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
         self.calls: list[tuple[str, Any]] = []
+        self.hooks: list[Hook] = []
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
@@ -47,6 +59,8 @@ class Spy:
         async def call(*args: Any, **kwargs: Any) -> Any:
             first = args[0] if args else next(iter(kwargs.values()), None)
             self.calls.append((name, getattr(first, "node", first)))
+            for hook in self.hooks:
+                hook(name, args, kwargs)
             return await attr(*args, **kwargs)
 
         return call
@@ -95,12 +109,15 @@ class World:
         """The Node as the official client reads it."""
         return await self.core.read_node(name)
 
-    async def pods(self, namespace: str | None = None, **selectors: str) -> list[Any]:
+    async def pods(
+        self, namespace: str | None = None, *, terminating: bool = False, **selectors: str
+    ) -> list[Any]:
+        """Pods as the official client lists them; Terminating ones (deletionTimestamp set) only if asked."""
         if namespace:
             found = await self.core.list_namespaced_pod(namespace, **selectors)
         else:
             found = await self.core.list_pod_for_all_namespaces(**selectors)
-        return [p for p in found.items if not p.metadata.deletion_timestamp]
+        return [p for p in found.items if terminating or not p.metadata.deletion_timestamp]
 
     async def events(self, reason: str) -> list[Any]:
         found = await self.core.list_event_for_all_namespaces()
@@ -153,8 +170,11 @@ async def open_world(
     retry: RetryPolicy | None = None,
     request_timeout: float = 5.0,
     pipeline: dict[str, Any] | None = None,
+    grace_scale: float = GRACE_SCALE,
 ) -> AsyncIterator[World]:
-    async with KubeApiServer(seed=seed) as sim:
+    """Sickbay against a simulated cluster whose deleted pods stay Terminating for their grace period
+    times `grace_scale` (the default turns 30 s into 0.3 s), as behind a kubelet."""
+    async with KubeApiServer(seed=seed, grace_scale=grace_scale) as sim:
         kubeconfig = sim.write_kubeconfig(tmp / "kubeconfig")
         kube = await kube_client.connect(
             kubeconfig=str(kubeconfig),

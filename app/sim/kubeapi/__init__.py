@@ -15,22 +15,24 @@ The disruption controller lags as kube-controller-manager does: an eviction spen
 and records the pod in `disruptedPods` at once, `currentHealthy` follows `disruption_sync_s` later (0.1 s
 by default; 0 syncs inline; seed objects are synced at once).
 
-    async with KubeApiServer(seed=EXAMPLE_SEED, pod_termination_s=0.2, disruption_sync_s=0.1) as api:
+    async with KubeApiServer(seed=EXAMPLE_SEED, grace_scale=0.01, disruption_sync_s=0.1) as api:
         api.write_kubeconfig(tmp / "kubeconfig")          # kubectl and kubernetes.config use it as is
         api.configure_faults(FaultConfig(error_rate=0.2, kinds=("429", "500"), seed=1))
+        api.fail_evictions(EvictionFailure("training", "*", code=403))  # RBAC refuses these evictions
         api.counters()                                    # {"requests": {"get": {"nodes": 1}}, ...}
         api.configure_disruption_sync(60); api.sync_controllers()  # hold the controller back, then catch up
 
 Not simulated (a request for them fails loudly rather than pretending): watch (405), server-side apply
 (415), OpenAPI documents (kubectl create/apply need --validate=false), managedFields, events.k8s.io/v1,
 a scheduler, and controllers other than the disruption controller. There is no kubelet: pods move to
-Running when a test writes their status, and `pod_termination_s` stands in for the kubelet confirming a
-graceful deletion. Namespace deletion is immediate. Continue tokens page through current state, not a
-snapshot. Requests without credentials are served as the anonymous user (kubectl sends no bearer token
+Running when a test writes their status. A deleted pod bound to a node stays Terminating for its grace
+period times `grace_scale` (0.01: 30 s become 0.3 s), then a stand-in kubelet confirms the deletion as a
+real one does; with `grace_scale` 0 deleted pods go at once. Namespace deletion is immediate. Continue
+tokens page through current state, not a snapshot. Requests without credentials are served as the anonymous user (kubectl sends no bearer token
 over plain HTTP); a wrong token is 401.
 """
 
-from app.sim.kubeapi.faults import FaultConfig, FaultKind
+from app.sim.kubeapi.faults import EvictionFailure, FaultConfig, FaultKind
 from app.sim.kubeapi.kubeconfig import DEFAULT_TOKEN, write_kubeconfig
 from app.sim.kubeapi.seed import SeedError, expand_seed, read_seed_file
 from app.sim.kubeapi.server import KubeApiServer, build_app, load_seed, run
@@ -40,6 +42,7 @@ EXAMPLE_SEED = __file__.rsplit("/", 1)[0] + "/examples/small-cluster.yaml"
 __all__ = [
     "DEFAULT_TOKEN",
     "EXAMPLE_SEED",
+    "EvictionFailure",
     "FaultConfig",
     "FaultKind",
     "KubeApiServer",

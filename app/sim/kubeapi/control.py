@@ -4,6 +4,9 @@ Tests and benchmarks steer a running simulator through these without restarting 
 Kubernetes URL space, need no token, are never counted and never faulted.
 
     GET/POST/DELETE /_sim/faults   read, replace or clear the FaultConfig (JSON, see faults.FaultConfig)
+    GET/POST/DELETE /_sim/eviction-failures
+                                   read, replace or clear the pods whose evictions fail (a JSON list of
+                                   faults.EvictionFailure: namespace, name, code 400/403/500, ...)
     GET/DELETE      /_sim/counters read or reset the request counters
     POST            /_sim/objects  load more objects (a seed document, JSON or YAML)
 """
@@ -17,7 +20,7 @@ from aiohttp import web
 
 from app.sim.kubeapi import seed
 from app.sim.kubeapi.errors import ApiError
-from app.sim.kubeapi.faults import FaultConfig
+from app.sim.kubeapi.faults import EvictionFailure, FaultConfig
 from app.sim.kubeapi.handlers import error_response, json_response
 from app.sim.kubeapi.state import STATE
 
@@ -41,6 +44,27 @@ async def set_faults(request: web.Request) -> web.Response:
 async def clear_faults(request: web.Request) -> web.Response:
     request.app[STATE].faults.configure(FaultConfig())
     return json_response(FaultConfig().to_json())
+
+
+async def get_eviction_failures(request: web.Request) -> web.Response:
+    return json_response([f.to_json() for f in request.app[STATE].faults.eviction_failures])
+
+
+async def set_eviction_failures(request: web.Request) -> web.Response:
+    try:
+        data = json.loads(await request.read() or b"[]")
+        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+            raise ValueError("expected a JSON list of objects")
+        failures = [EvictionFailure.from_json(item) for item in data]
+    except (ValueError, TypeError) as error:
+        return error_response(ApiError(400, "BadRequest", message=f"invalid eviction failures: {error}"))
+    request.app[STATE].faults.fail_evictions(failures)
+    return json_response([f.to_json() for f in failures])
+
+
+async def clear_eviction_failures(request: web.Request) -> web.Response:
+    request.app[STATE].faults.fail_evictions(())
+    return json_response([])
 
 
 async def get_counters(request: web.Request) -> web.Response:
@@ -72,6 +96,9 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/_sim/faults", get_faults)
     app.router.add_post("/_sim/faults", set_faults)
     app.router.add_delete("/_sim/faults", clear_faults)
+    app.router.add_get("/_sim/eviction-failures", get_eviction_failures)
+    app.router.add_post("/_sim/eviction-failures", set_eviction_failures)
+    app.router.add_delete("/_sim/eviction-failures", clear_eviction_failures)
     app.router.add_get("/_sim/counters", get_counters)
     app.router.add_delete("/_sim/counters", reset_counters)
     app.router.add_post("/_sim/objects", load_objects)

@@ -20,7 +20,7 @@ class Counters:
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)
     responses: Counter[int] = field(default_factory=Counter)
     faults: Counter[str] = field(default_factory=Counter)
-    evictions: Counter[str] = field(default_factory=Counter)  # "evicted" / "refused"
+    evictions: Counter[str] = field(default_factory=Counter)  # "evicted" / "refused" / "failed"
 
     def record_request(self, verb: str, resource: str) -> None:
         self.requests[(verb, resource)] += 1

@@ -43,6 +43,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:  # metav1.Status.reason is omitempty (an admission webhook's denial may have none)
+            del body["reason"]
         if self.details is not None:
             body["details"] = self.details
         return body

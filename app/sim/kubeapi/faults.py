@@ -5,14 +5,23 @@ A share of resource requests answers 429 (with `Retry-After: 1`), 500, or hangs 
 drawn from a seeded generator, one draw per eligible request, so a test that replays the same requests
 sees the same failures. A fault is always decided and answered *before* the handler reads or writes
 state: a failed write never half-happens (there is no "applied but response lost" mode).
+
+Separately, evictions of chosen pods can fail outright and every time (`EvictionFailure`), with the body a
+real server sends for that cause: 403 for RBAC that does not grant `pods/eviction`, 400 for a validating
+admission webhook that denies it, 500 for an internal error. These are the failures a drain must not
+mistake for success.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from app.sim.kubeapi import errors
+from app.sim.kubeapi.errors import ApiError
+from app.sim.kubeapi.resources import PODS
 
 FaultKind = Literal["429", "500", "timeout"]
 FAULT_KINDS: tuple[FaultKind, ...] = ("429", "500", "timeout")
@@ -71,11 +80,77 @@ class FaultConfig:
         return data
 
 
+EVICTION_FAILURE_CODES = (400, 403, 500)
+
+
+@dataclass(frozen=True)
+class EvictionFailure:
+    """Every eviction of `namespace/name` fails with `code`; `*` in either matches any.
+
+    403: the requester lacks RBAC for `pods/eviction` (`user` names it). The message is the authorizer's,
+    `<resource> "<name>" is forbidden: User "<user>" cannot create resource "pods/eviction" in API group ""
+    in the namespace "<ns>"` (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/
+    errors.go, forbiddenMessage).
+    400: a validating admission webhook denied it. kube-apiserver raises a webhook's code below 400 to 400
+    and prefixes its message with `admission webhook "<name>" denied the request` (ToStatusErr in
+    .../admission/plugin/webhook/errors/statuserror.go); the reason is the webhook's own, here none.
+    500: an internal error (`Internal error occurred: <message>`), which clients retry until they give up.
+    """
+
+    namespace: str
+    name: str
+    code: int
+    message: str = ""
+    user: str = "system:serviceaccount:sickbay:sickbay"
+    webhook: str = "deny-eviction.policy.example.com"
+
+    def __post_init__(self) -> None:
+        if self.code not in EVICTION_FAILURE_CODES:
+            raise ValueError(f"code must be one of {list(EVICTION_FAILURE_CODES)}, got {self.code}")
+        if not self.namespace or not self.name:
+            raise ValueError("namespace and name are required ('*' matches any)")
+
+    def matches(self, namespace: str, name: str) -> bool:
+        return self.namespace in ("*", namespace) and self.name in ("*", name)
+
+    def error(self, namespace: str, name: str) -> ApiError:
+        """The error kube-apiserver answers this eviction of `namespace/name` with."""
+        if self.code == 403:
+            why = (
+                f'User "{self.user}" cannot create resource "pods/eviction" in API group "" '
+                f'in the namespace "{namespace}"'
+            )
+            return errors.forbidden(PODS, name, why=why)
+        if self.code == 400:
+            denied = f'admission webhook "{self.webhook}" denied the request'
+            message = f"{denied}: {self.message}" if self.message else f"{denied} without explanation"
+            return ApiError(400, "", message=message)
+        return errors.internal(self.message or "etcdserver: request timed out")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvictionFailure:
+        known = set(cls.__dataclass_fields__)
+        extra = sorted(set(data) - known)
+        if extra:
+            raise ValueError(f"unknown eviction failure settings: {extra}; known: {sorted(known)}")
+        text = {k: str(v) for k, v in data.items() if k != "code"}
+        return cls(
+            namespace=text.get("namespace", ""),
+            name=text.get("name", ""),
+            code=int(data.get("code", 0)),
+            **{k: v for k, v in text.items() if k not in ("namespace", "name")},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass
 class FaultInjector:
-    """Holds the current config and its generator; reconfiguring reseeds."""
+    """Holds the current config and its generator (reconfiguring reseeds), and the failing evictions."""
 
     config: FaultConfig = field(default_factory=FaultConfig)
+    eviction_failures: tuple[EvictionFailure, ...] = ()
     _random: random.Random = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -99,3 +174,14 @@ class FaultInjector:
         if self._random.random() >= self.config.error_rate:
             return None
         return self._random.choice(self.config.kinds)
+
+    def fail_evictions(self, failures: Iterable[EvictionFailure]) -> None:
+        """Replace the failing evictions (an empty list clears them); the fault config is left alone."""
+        self.eviction_failures = tuple(failures)
+
+    def eviction_failure(self, namespace: str, name: str) -> ApiError | None:
+        """The error this eviction must fail with, if one is configured (the first match wins)."""
+        for failure in self.eviction_failures:
+            if failure.matches(namespace, name):
+                return failure.error(namespace, name)
+        return None

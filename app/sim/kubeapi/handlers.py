@@ -226,6 +226,12 @@ def _dispatch(call: Call, raw: bytes) -> tuple[int, JsonObj]:
 
 def _evict(call: Call, body: Any) -> JsonObj:
     counters = call.state.counters
+    # A configured failure answers before the pod is read: authorization and admission both run before
+    # EvictionREST looks the pod up, so even a missing pod gets the 403 or the webhook's 400.
+    failure = call.state.faults.eviction_failure(call.info.namespace, call.info.name)
+    if failure is not None:
+        counters.record_eviction("failed")
+        raise failure
     try:
         result = eviction.evict(call.state.registry, call.ref, body=body, dry_run=call.dry_run)
     except ApiError as error:

@@ -10,7 +10,9 @@ request's read-modify-write is atomic on the event loop.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from datetime import timedelta
 from typing import Any
 
 from app.sim.kubeapi import controllers, disruption, errors, microtime, pods, strategies
@@ -18,7 +20,7 @@ from app.sim.kubeapi.patches import apply_json_patch, apply_merge_patch
 from app.sim.kubeapi.patchmeta import rules_for
 from app.sim.kubeapi.resources import NAMESPACES, PDBS, PODS, JsonObj, Ref, ResourceType
 from app.sim.kubeapi.selectors import FieldSelector, LabelSelector
-from app.sim.kubeapi.store import Store
+from app.sim.kubeapi.store import Store, format_time, parse_time
 from app.sim.kubeapi.strategic import apply_strategic_merge_patch
 from app.sim.kubeapi.validation import check_object
 
@@ -110,12 +112,14 @@ class Registry:
         self,
         store: Store,
         *,
-        pod_termination_s: float = 0.0,
+        grace_scale: float = 0.0,
         schedule: Scheduler | None = None,
         disruption_sync_s: float = 0.0,
     ) -> None:
+        """`grace_scale`: simulated seconds a terminating pod takes per second of its grace period (0.01 turns
+        the default 30 s into 0.3 s); 0 removes deleted pods at once, as if no kubelet had to stop anything."""
         self.store = store
-        self.pod_termination_s = pod_termination_s
+        self.grace_scale = grace_scale
         self._schedule = schedule
         self.disruption = controllers.DisruptionController(
             store, sync_delay_s=disruption_sync_s, schedule=schedule
@@ -270,26 +274,43 @@ class Registry:
     # -- delete --------------------------------------------------------------------------------------------
 
     def delete(self, ref: Ref, *, options: JsonObj | None = None, dry_run: bool = False) -> JsonObj:
-        """Delete and return the response body: the object for pods and namespaces, a Success Status otherwise."""
+        """Delete and return the response body: the object for pods and namespaces, a Success Status otherwise.
+
+        A pod bound to a node is deleted gracefully, as kube-apiserver's generic store does (rest.BeforeDelete
+        in staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go, Store.Delete in .../generic/registry/
+        store.go): it gets `deletionTimestamp` = now + its grace period and `deletionGracePeriodSeconds`, stays
+        (Terminating) and is only removed when the kubelet confirms with a grace-0 delete. A second delete
+        may only shorten a pending grace period; one that does not is answered with the object, unchanged.
+        """
         rt = ref.rt
         current = self.store.require(ref)
         self.check_preconditions(rt, current, preconditions=(options or {}).get("preconditions") or {})
-        grace = self._grace_seconds(rt, current, options=options or {})
         returns_object = rt in (PODS, NAMESPACES)
         if dry_run:
             return current if returns_object else self._deleted_status(rt, current)
-        if current["metadata"].get("finalizers") or grace > 0:
-            marked = copy.deepcopy(current)
-            marked["metadata"].setdefault("deletionTimestamp", self.store.now())
+        meta = current["metadata"]
+        grace = self._grace_seconds(rt, current, options=options or {})
+        if grace is None:  # a graceful deletion is already pending and this one does not shorten it
+            return current
+        marked = copy.deepcopy(current)
+        if rt is PODS and grace > 0:
+            grace = self._mark_terminating(marked, grace=grace)
+        elif meta.get("finalizers"):
+            # store.go markAsDeleting: the deletion waits for the finalizers, with no grace period left, and
+            # a deletionTimestamp still in the future moves to now.
+            stamped = meta.get("deletionTimestamp")
+            if not stamped or parse_time(stamped) > self.store.clock():
+                marked["metadata"]["deletionTimestamp"] = self.store.now()
             if rt is PODS:
-                marked["metadata"]["deletionGracePeriodSeconds"] = grace
-            stored = self.store.put(rt, marked) if marked != current else current
-            self._after_write(rt, ref.namespace)
-            if grace > 0:
-                self._finish_pod_later(ref, uid=str(current["metadata"]["uid"]), grace=grace)
-            return stored if returns_object else self._deleted_status(rt, stored)
-        gone = self._remove(ref)
-        return gone if returns_object else self._deleted_status(rt, gone)
+                marked["metadata"]["deletionGracePeriodSeconds"] = 0
+        else:
+            gone = self._remove(ref)
+            return gone if returns_object else self._deleted_status(rt, gone)
+        stored = self.store.put(rt, marked) if marked != current else current
+        self._after_write(rt, ref.namespace)
+        if rt is PODS and grace > 0:
+            self._kubelet_confirms_later(ref, uid=str(meta["uid"]), grace=grace)
+        return stored if returns_object else self._deleted_status(rt, stored)
 
     def _remove(self, ref: Ref) -> JsonObj:
         gone = copy.deepcopy(self.store.remove(ref))
@@ -327,39 +348,69 @@ class Registry:
             )
             raise errors.conflict(rt, meta["name"], why=why, by_kind=True)
 
-    def _grace_seconds(self, rt: ResourceType, current: JsonObj, *, options: JsonObj) -> int:
-        """Seconds a pod stays Terminating; 0 removes it now. Only a pod bound to a node has a kubelet to wait on."""
-        if rt is not PODS or self.pod_termination_s <= 0 or self._schedule is None:
+    def _grace_seconds(self, rt: ResourceType, current: JsonObj, *, options: JsonObj) -> int | None:
+        """The grace period this delete leaves a pod; 0 deletes now; None: a longer one is already pending.
+
+        podStrategy.CheckGracefulDelete (pkg/registry/core/pod/strategy.go): the request's
+        `gracePeriodSeconds`, else the pod's `terminationGracePeriodSeconds`; 0 for a pod not bound to a
+        node or already Succeeded/Failed (no kubelet has anything to stop); a negative value becomes 1.
+        With `grace_scale` 0 there is no kubelet to wait for and every pod goes at once.
+        """
+        if rt is not PODS or self.grace_scale <= 0 or self._schedule is None:
             return 0
-        if not (current.get("spec") or {}).get("nodeName"):
-            return 0
-        if (current.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            return 0
+        meta = current["metadata"]
         requested = options.get("gracePeriodSeconds")
+        if meta.get("deletionTimestamp"):
+            pending = meta.get("deletionGracePeriodSeconds")
+            if not pending:  # nothing left to wait for: finish the deletion (store.go's recovery path)
+                return 0
+            if requested is None or int(requested) >= int(pending):
+                return None
+            return max(0, int(requested))
+        spec = current.get("spec") or {}
         if requested is None:
-            requested = (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-        return max(0, int(requested))
+            requested = spec.get("terminationGracePeriodSeconds", 0)
+        if not spec.get("nodeName") or (current.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return 0
+        period = int(requested)
+        return 1 if period < 0 else period
+
+    def _mark_terminating(self, pod: JsonObj, *, grace: int) -> int:
+        """Stamp (or shorten) a graceful deletion; returns the grace period it got.
+
+        `deletionTimestamp` is when the kubelet must be done. Shortening moves it back by the difference but
+        never into the past: past it, a nonzero grace period becomes 1 s (rest/delete.go, BeforeDelete).
+        """
+        meta = pod["metadata"]
+        now = self.store.clock()
+        deadline = now + timedelta(seconds=grace)
+        if meta.get("deletionTimestamp"):
+            requested_at = parse_time(meta["deletionTimestamp"]) - timedelta(
+                seconds=int(meta["deletionGracePeriodSeconds"])
+            )
+            deadline = requested_at + timedelta(seconds=grace)
+            if deadline < now:
+                deadline, grace = now, 1
+        meta["deletionTimestamp"] = format_time(deadline)
+        meta["deletionGracePeriodSeconds"] = grace
+        return grace
 
     def _grace_pending(self, current: JsonObj) -> bool:
         return current.get("kind") == "Pod" and bool(current["metadata"].get("deletionGracePeriodSeconds"))
 
-    def _finish_pod_later(self, ref: Ref, *, uid: str, grace: int) -> None:
-        """The simulated kubelet confirms termination after `pod_termination_s` (capped by the grace period)."""
+    def _kubelet_confirms_later(self, ref: Ref, *, uid: str, grace: int) -> None:
+        """The simulated kubelet: it stops the containers within the grace period (`grace * grace_scale` here,
+        the whole period: a GPU job spends it on its checkpoint), then deletes the pod with
+        gracePeriodSeconds=0 and its UID as a precondition, so a pod recreated under the same name is never
+        touched (pkg/kubelet/status/status_manager.go, syncPod). A shortened grace period gets a timer of
+        its own; the earlier, longer one then finds the pod gone."""
 
-        def finish() -> None:
-            pod = self.store.get(ref)
-            if pod is None or pod["metadata"]["uid"] != uid:
-                return
-            if pod["metadata"].get("finalizers"):
-                done = copy.deepcopy(pod)
-                done["metadata"]["deletionGracePeriodSeconds"] = 0
-                self.store.put(PODS, done)
-                self._after_write(PODS, ref.namespace)
-                return
-            self._remove(ref)
+        def confirm() -> None:
+            with contextlib.suppress(errors.ApiError):  # gone already, or a new pod under the same name
+                self.delete(ref, options={"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
 
         assert self._schedule is not None
-        self._schedule(min(float(grace), self.pod_termination_s), finish)
+        self._schedule(grace * self.grace_scale, confirm)
 
     def _deleted_status(self, rt: ResourceType, obj: JsonObj) -> JsonObj:
         details: JsonObj = {"name": obj["metadata"]["name"]}

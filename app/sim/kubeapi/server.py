@@ -18,7 +18,7 @@ from aiohttp import web
 
 from app.sim.kubeapi import control, discovery, seed
 from app.sim.kubeapi.errors import ApiError
-from app.sim.kubeapi.faults import FaultConfig, FaultInjector
+from app.sim.kubeapi.faults import EvictionFailure, FaultConfig, FaultInjector
 from app.sim.kubeapi.handlers import error_response, handle_api, json_response
 from app.sim.kubeapi.kubeconfig import DEFAULT_TOKEN, write_kubeconfig
 from app.sim.kubeapi.registry import Registry
@@ -76,17 +76,19 @@ class KubeApiServer:
         port: int = 0,
         faults: FaultConfig | None = None,
         token: str | None = DEFAULT_TOKEN,
-        pod_termination_s: float = 0.0,
+        grace_scale: float = 0.0,
         disruption_sync_s: float = DISRUPTION_SYNC_S,
         clock: Clock = utc_now,
         uid_seed: int = 0,
     ) -> None:
+        """`grace_scale`: how long a deleted pod stays Terminating, per second of its grace period (see
+        `Registry`); 0 removes deleted pods at once."""
         catalog = Catalog()
         self.store = Store(catalog, clock=clock, seed=uid_seed)
         self._timers = Timers()
         self.registry = Registry(
             self.store,
-            pod_termination_s=pod_termination_s,
+            grace_scale=grace_scale,
             schedule=self._timers.schedule,
             disruption_sync_s=disruption_sync_s,
         )
@@ -173,6 +175,14 @@ class KubeApiServer:
         """Let the simulated disruption controller catch up now with every change it has queued."""
         self.registry.disruption.flush()
 
+    @property
+    def eviction_failures(self) -> tuple[EvictionFailure, ...]:
+        return self.state.faults.eviction_failures
+
+    def fail_evictions(self, *failures: EvictionFailure) -> None:
+        """Make every eviction of these pods fail outright (none: evictions work again)."""
+        self.state.faults.fail_evictions(failures)
+
     def counters(self) -> JsonObj:
         return self.state.counters.snapshot()
 
@@ -200,7 +210,7 @@ async def run(
     *,
     faults: FaultConfig | None = None,
     kubeconfig_path: str | Path | None = None,
-    pod_termination_s: float = 0.0,
+    grace_scale: float = 0.0,
     disruption_sync_s: float = DISRUPTION_SYNC_S,
     on_ready: Callable[[KubeApiServer], None] | None = None,
 ) -> None:
@@ -210,7 +220,7 @@ async def run(
         host=host,
         port=port,
         faults=faults,
-        pod_termination_s=pod_termination_s,
+        grace_scale=grace_scale,
         disruption_sync_s=disruption_sync_s,
     )
     async with server:
