@@ -38,6 +38,7 @@ from app.sim.fleet import FleetSim, SimConfig
 DEFAULT_OUT = REPO / "out" / "demo"
 HEALTHY_DELAY_S = 5
 BUDGET_NODES = 6
+SOFT_PERSIST_S = 6  # a soft signal becomes visible on its node after this long (shipped: 15m)
 SCORING_INTERVAL_S = 5.0  # Sickbay's risk scoring cycle (default 5 min)
 SUMMARY_TITLE = "Scenes: latency from the metric change to each step"
 STYLE = {
@@ -84,6 +85,11 @@ def stack_config(nodes: int, seed: int) -> StackConfig:
         history_s=prediction.HISTORY_S,
         prediction_interval_s=SCORING_INTERVAL_S,
         pod_owners=True,
+        # Every third node scraped as prometheus-operator does (honorLabels false, then true), the rest
+        # the plain way from exporters that map no pods; and a team's own alert routed to Sickbay.
+        scrape="mixed",
+        user_alerts=True,
+        policy={"transient": {"persist_after": f"{SOFT_PERSIST_S}s"}},
     )
 
 

@@ -10,9 +10,13 @@
    (`reboot-node`), drain, and the gang's other ranks restarted so they do not hang on a collective.
 2. HBM degradation: single-bit ECC errors accelerate and rows get remapped (XID 63, recorded as a feature)
    for half a minute, then a double-bit error with XID 48: quarantine (`reset-gpu`).
-3. An application XID 13 in a training pod: that pod is restarted, the node stays in the pool.
+3. An application XID 13 in a training pod: that pod is restarted (the one its alert names in
+   `exported_pod` or `pod`, never the exporter), the node stays in the pool.
 4. The same GPU faults again (XID 31) under a different workload: the fault follows the GPU, not the job,
    so it escalates to the hardware track.
+   Then a team's own alert that Sickbay has no rule for (the HW power brake holding a GPU's clocks):
+   transient, so nothing is restarted or drained; it is re-checked while it fires and, once it lasts,
+   the node shows `GpuSoftFault=True`.
 5. A node boots a different driver than its pool: `NoSchedule` taint, no cordon, no drain.
 6. The remediator reports the XID 79 node done (rebooted, GPU back): its alerts resolve and Sickbay
    releases it after the healthy delay. The driver node gets its pool's driver back and is released too.
@@ -28,6 +32,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
 from app.demo import prediction
+from app.demo.configs import USER_ALERT
 from app.demo.stack import Stack
 from app.demo.timeline import AT_RISK, Recorder, Scene, parse_time
 
@@ -54,6 +59,8 @@ class Cast:
     storm: tuple[tuple[str, int], ...]
     risk_node: str | None = None  # the GPU the model will flag (planted in the fleet's past)
     risk_gpu: int | None = None
+    soft_node: str | None = None  # a team's own soft alert (HW power brake) on a busy GPU
+    soft_gpu: int | None = None
 
 
 class CastingError(RuntimeError):
@@ -87,13 +94,16 @@ def cast(stack: Stack, *, storm: int = 4, avoid: Collection[str] = ()) -> Cast:
         for j in jobs
         if not j.gang
         for p in j.placements
-        if sim.nodes[p.node].name != gang_node and sim.nodes[p.node].name not in avoid
+        if sim.nodes[p.node].name != gang_node
+        and sim.nodes[p.node].name not in avoid
+        # the app XID's pod must be named on its alert (an exporter that maps no pods names none)
+        and stack.maps_pods(sim.nodes[p.node].name)
     ]
     if not singles:  # every GPU went to gangs: a single-GPU job lands on a free GPU (or takes one)
         free = [
             (n.name, g.identity.index)
             for n in sim.nodes
-            if n.name != gang_node and n.name not in avoid
+            if n.name != gang_node and n.name not in avoid and stack.maps_pods(n.name)
             for g in n.gpus
             if g.pod is None and g.present
         ]
@@ -115,6 +125,7 @@ def cast(stack: Stack, *, storm: int = 4, avoid: Collection[str] = ()) -> Cast:
 
     names = [n.name for n in others]
     hbm_node, driver_node, *rest = names
+    soft = next((name for name in rest[storm:] if any(g.pod for g in sim.node(name).gpus)), None)
     return Cast(
         gang_node=gang_node,
         gang_gpu=first.gpus[0],
@@ -126,6 +137,8 @@ def cast(stack: Stack, *, storm: int = 4, avoid: Collection[str] = ()) -> Cast:
         app_pod=(app_pod.namespace, app_pod.name),
         driver_node=driver_node,
         storm=tuple((name, busy_gpu(name)) for name in rest[:storm]),
+        soft_node=soft,
+        soft_gpu=busy_gpu(soft) if soft is not None else None,
     )
 
 
@@ -231,6 +244,21 @@ class Scenario:
                 classes=frozenset({"reset-gpu"}),
             )
         )
+        self.soft: Scene | None = None
+        if c.soft_node is not None:
+            self.soft = add(
+                Scene(
+                    key="soft",
+                    title="A team's own alert, unknown to Sickbay: the GPU's HW power brake holds",
+                    label="Soft alert → visible, no restart",
+                    node=c.soft_node,
+                    gpu=c.soft_gpu,
+                    expect="recorded and re-checked while it fires; GpuSoftFault=True once it lasts; "
+                    "nothing restarted, the node stays in the pool",
+                    effect_kind="soft-condition",
+                    classes=frozenset({"transient"}),
+                )
+            )
         self.driver = add(
             Scene(
                 key="driver",
@@ -335,6 +363,18 @@ class Scenario:
             xid=31,
         )
         await rec.wait([self.escalation], within_s=20)
+
+        # 4b: a soft signal restarts nothing; it becomes visible when it lasts
+        if self.soft is not None and c.soft_node is not None:
+            await self._inject(
+                self.soft,
+                f"HW power brake on GPU {c.soft_gpu} ({USER_ALERT}, the team's own rule)",
+                c.soft_node,
+                c.soft_gpu,
+                "power-brake",
+                duration_s=600,
+            )
+            await rec.wait([self.soft], within_s=30)
 
         # 5: driver mismatch
         await self._inject(

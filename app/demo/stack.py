@@ -539,6 +539,10 @@ class Stack:
                 found[node] = scrape.ExporterPod(GPU_OPERATOR_NS, name, scrape.pod_ip(index))
         return found
 
+    def maps_pods(self, node: str) -> bool:
+        """Whether `node`'s exporter labels its series with the pod using each GPU."""
+        return node not in self.fleet_server.settings.unmapped_nodes
+
     def exporter_pod(self, node: str) -> str:
         """The name of the exporter pod that serves `node`'s metrics."""
         return self._exporter_pods()[node].name

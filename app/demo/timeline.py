@@ -81,7 +81,7 @@ class Scene:
     gpu: int | None = None
     expect: str = ""
     # The effect to wait for: "unschedulable", "tainted" (NoSchedule without a cordon), "pod-gone",
-    # "released", "at-risk" (the at-risk taint at act).
+    # "released", "at-risk" (the at-risk taint at act), "soft-condition" (GpuSoftFault=True).
     effect_kind: str = "unschedulable"
     classes: frozenset[str] = HARDWARE  # the fault classes that count as "the decision" for this scene
     pod: tuple[str, str] | None = None  # for pod-gone
@@ -127,6 +127,7 @@ class NodeView:
     state: str | None = None
     remediation: str | None = None
     at_risk: str | None = None  # the at-risk taint's value:effect
+    soft: str | None = None  # the soft-fault condition's reason while it is True
 
 
 @dataclass
@@ -210,6 +211,14 @@ class Recorder:
                 state=node.label(footprint.STATE),
                 remediation=node.annotation(footprint.REMEDIATION_REQUESTED),
                 at_risk=risk,
+                soft=next(
+                    (
+                        c.reason
+                        for c in node.conditions
+                        if c.type == footprint.SOFT_CONDITION and c.status == "True"
+                    ),
+                    None,
+                ),
             )
             before = self.nodes.get(node.name, NodeView())
             self.nodes[node.name] = view
@@ -235,6 +244,12 @@ class Recorder:
             parts.append(f"state {now.state}" if now.state else "state cleared")
         if now.remediation != before.remediation and now.remediation:
             parts.append(f"remediation requested: {now.remediation}")
+        if now.soft != before.soft:
+            parts.append(
+                f"condition {footprint.SOFT_CONDITION}=True ({now.soft})"
+                if now.soft
+                else f"condition {footprint.SOFT_CONDITION}=False"
+            )
         if parts:
             self.emit(t, name, "cluster", ", ".join(parts))
         for scene in self.scenes:
@@ -246,6 +261,12 @@ class Recorder:
                 scene.effect, scene.effect_text = t, f"taint {now.taint}, schedulable={not now.unschedulable}"
             elif scene.effect_kind == "released" and before.taint and not now.taint:
                 scene.effect, scene.effect_text = t, "released: uncordoned, marks removed"
+            elif scene.effect_kind == "soft-condition" and now.soft and not before.soft:
+                scene.effect = t
+                scene.effect_text = (
+                    f"{footprint.SOFT_CONDITION}=True ({now.soft}), schedulable={not now.unschedulable}, "
+                    f"no taint={now.taint is None}"
+                )
             elif scene.effect_kind == "at-risk" and now.at_risk and now.at_risk.startswith("act:"):
                 scene.effect = t
                 scene.effect_text = (
