@@ -155,14 +155,15 @@ async def open_world(
 ) -> AsyncIterator[World]:
     async with KubeApiServer(seed=seed) as sim:
         kubeconfig = sim.write_kubeconfig(tmp / "kubeconfig")
+        clock = Clock()
         kube = await kube_client.connect(
             kubeconfig=str(kubeconfig),
             retry=retry or RetryPolicy(attempts=8, base=0.01, cap=0.1, timeout=request_timeout),
             qps=1000,
             burst=1000,
+            now=clock,  # what the client stamps (conditions, taints, Events) reads Sickbay's clock too
         )
         spy = Spy(kube)
-        clock = Clock()
         settings = load_settings(
             auth={"mode": "none"},
             inbox={"path": tmp / "sickbay.db"},
