@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from app.act import observe
 from app.classify import signals as classify
@@ -53,20 +53,19 @@ async def explain(
     batch: list[Signal],
     *,
     rules_: classify.Rules,
-    now: datetime | None = None,
+    now: datetime,
     kube: port.KubePort | None = None,
 ) -> list[Explained]:
     """Classify and plan each signal; with `kube`, read the cluster exactly as `serve` would (no writes)."""
-    moment = now or datetime.now(UTC)
     out = []
     for signal in batch:
         fault = classify.classify(signal, rules_=rules_, context=[s for s in batch if s is not signal])
         situation = (
-            await observe.situation_of(fault, kube=kube, journal=None, policy=rules_.policy, now=moment)
+            await observe.situation_of(fault, kube=kube, journal=None, policy=rules_.policy, now=now)
             if signal.firing
             else None
         )
-        plan = plans.plan_for(fault, policy=rules_.policy, now=moment, situation=situation)
+        plan = plans.plan_for(fault, policy=rules_.policy, now=now, situation=situation)
         out.append(Explained(fault=fault, plan=plan))
     return out
 

@@ -167,6 +167,7 @@ async def _cluster(app: web.Application) -> AsyncIterator[None]:
             burst=settings.kube.burst,
             retry=RetryPolicy(attempts=settings.kube.retry_attempts, timeout=settings.kube.request_timeout_s),
             gpu_resources=settings.kube.gpu_resources,
+            now=services.clock,
         )
         services.kube = own_client
     kube = services.kube
@@ -292,6 +293,7 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
             lease_duration=settings.leader.lease_duration_s,
             renew_deadline=settings.leader.renew_deadline_s,
             retry_period=settings.leader.retry_period_s,
+            now=services.clock,
         )
 
         async def lead() -> None:

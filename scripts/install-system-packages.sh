@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Sickbay's tests and demo run for real. Idempotent; needs root or sudo.
+# faketime (with libfaketime) is for `make test`'s year-ahead run: it moves the clock of the Python test
+# process, so a test that only passes on some dates fails here instead of on a later calendar day.
 set -euo pipefail
 
-packages=(prometheus prometheus-alertmanager chromium fonts-dejavu-core)
+packages=(prometheus prometheus-alertmanager chromium fonts-dejavu-core faketime)
 missing=()
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -20,7 +20,28 @@ from typing import IO
 
 import pytest
 
+from tests import year_ahead
+
 REPO = Path(__file__).resolve().parents[1]
+_CLOCK_LINE = pytest.StashKey[str | None]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run asked to be a year ahead (scripts/year-ahead.sh) stops here, failing, if its clock is not."""
+    try:
+        config.stash[_CLOCK_LINE] = year_ahead.check()
+    except year_ahead.NotAhead as exc:
+        raise pytest.UsageError(f"year-ahead run: {exc}") from exc
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    return config.stash.get(_CLOCK_LINE, None)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    line = config.stash.get(_CLOCK_LINE, None)
+    if line:  # also under -q, which hides the header: the log of a year-ahead run says it was one
+        terminalreporter.write_line(f"year-ahead run: {line}")
 
 
 @pytest.fixture(autouse=True)

@@ -512,8 +512,12 @@ async def connect(
     retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so one shared default is safe
     gpu_resources: Sequence[str] = (convert.GPU_RESOURCE,),
     plurals: Mapping[str, str] | None = None,
+    now: Callable[[], datetime] = utc_now,
 ) -> KubeClient:
     """A `KubeClient` with in-cluster credentials, or those of a kubeconfig (the default one when None).
+
+    `now` stamps what the client writes (condition heartbeats and transitions, taints' `timeAdded`, Events):
+    the service passes its own clock, so everything it writes reads one clock.
 
     Raises `KubeError` when no credentials can be loaded. The official client's own retries stay off: this
     client retries, with its own policy.
@@ -540,6 +544,7 @@ async def connect(
         retry=retry,
         gpu_resources=gpu_resources,
         plurals=plurals,
+        now=now,
     )
 
 

@@ -59,8 +59,10 @@ def missing_binaries() -> list[str]:
 
 
 # A test module that starts the whole stack: slow, 4 minutes at most, skipped without Debian's binaries.
+# real_clock: the simulated exporters stamp Python's time, Prometheus and Alertmanager their own (Go) time.
 STACK_MARKS = [
     pytest.mark.slow,
+    pytest.mark.real_clock,
     pytest.mark.timeout(240),
     pytest.mark.skipif(
         bool(missing_binaries()),

@@ -15,6 +15,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "out" / "test-artifacts"
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.real_clock,  # under libfaketime Chromium never finished rendering the page (tried: timeout)
     pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it)"),
 ]
 # Flags for a sandboxless root container with no network: no background traffic, no first-run UI.

@@ -176,14 +176,15 @@ async def open_world(
     times `grace_scale` (the default turns 30 s into 0.3 s), as behind a kubelet."""
     async with KubeApiServer(seed=seed, grace_scale=grace_scale) as sim:
         kubeconfig = sim.write_kubeconfig(tmp / "kubeconfig")
+        clock = Clock()
         kube = await kube_client.connect(
             kubeconfig=str(kubeconfig),
             retry=retry or RetryPolicy(attempts=8, base=0.01, cap=0.1, timeout=request_timeout),
             qps=1000,
             burst=1000,
+            now=clock,  # what the client stamps (conditions, taints, Events) reads Sickbay's clock too
         )
         spy = Spy(kube)
-        clock = Clock()
         settings = load_settings(
             auth={"mode": "none"},
             inbox={"path": tmp / "sickbay.db"},

@@ -31,6 +31,8 @@ REPEAT_NODE = "gpu-node-5"  # routed with a short repeat_interval, so Alertmanag
 
 pytestmark = [
     pytest.mark.slow,
+    # amtool stamps startsAt/endsAt from Python's clock and Alertmanager checks them against its own.
+    pytest.mark.real_clock,
     pytest.mark.timeout(180),
     pytest.mark.skipif(
         not (Path(ALERTMANAGER).exists() and Path(AMTOOL).exists()),

@@ -22,7 +22,9 @@ from app.predict import backtest, costs, dataset, registry
 from tests import prom
 from tests.perf import backtest_acceptance as acceptance
 
-pytestmark = pytest.mark.slow
+# The only dates are the simulated fleet's (fixed) and Prometheus' retention of them (tests/prom.py keeps
+# 100 years); both meet in Prometheus, on the real clock, so a year-ahead Python clock changes nothing here.
+pytestmark = [pytest.mark.slow, pytest.mark.real_clock]
 
 REPO = Path(__file__).resolve().parents[2]
 NODES, DAYS, SEED = 40, 4.5, 41

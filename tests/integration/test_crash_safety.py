@@ -13,11 +13,14 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
 import pytest
+
+from tests.payloads import ZERO_TIME, iso
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(280)]
 
@@ -28,6 +31,9 @@ KILL_AT_ACKS = int(REQUESTS * 0.4)  # SIGKILL once this many requests got their 
 NODES = 12
 XIDS = (79, 13, 64, 94, 31, 119, 62, 8)
 TOKEN = "crash-safety-token"
+# Relative to now and fixed for the whole test, so the re-sent burst carries the same startsAt (the inbox's
+# dedup key) and every alert is as recent, for the service's clock, on any date.
+BURST_START = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
 
 T = TypeVar("T")
 
@@ -51,9 +57,9 @@ def body(request: int) -> bytes:
                     "xid": str(XIDS[n % len(XIDS)]),
                 },
                 "annotations": {"summary": f"burst alert {n}"},
-                # Spread over hours, so classification context windows stay small.
-                "startsAt": f"2026-11-28T{(n // 3600) % 24:02d}:{(n // 60) % 60:02d}:{n % 60:02d}Z",
-                "endsAt": "0001-01-01T00:00:00Z",
+                # One second apart (50 minutes in all), so classification context windows stay small.
+                "startsAt": iso(BURST_START + timedelta(seconds=n)),
+                "endsAt": ZERO_TIME,
                 "generatorURL": "",
                 "fingerprint": fingerprint(request, index),
             }
