@@ -42,12 +42,18 @@ unit: setup
 # Each test module stays on one worker (its module fixtures are built once).
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
-# Every test again with the clock of the test process and of everything it starts a year ahead
+# The tests again with the clock of the test process and of everything it starts a year ahead
 # (libfaketime): a test that passes only on some calendar dates is a defect, and this run finds it today.
+# It covers the directories whose code reads the wall clock: the service (integration, e2e), the agent,
+# the simulated API server, kube client and leader election (contract), and the pure core (unit, which
+# must read none). tests/predict, tests/sim and tests/deploy run on simulated time (the fleet's fixed
+# start), pass `now` explicitly or check static files; they passed a year ahead when this was set up and
+# are left out for time (`make test-year-ahead YEAR_AHEAD_TESTS=tests` runs everything).
 # `real_clock` tests are left to the first run: their dates meet in a program libfaketime cannot move
 # (the marker's description in pyproject.toml says which). tests/year_ahead.py stops the run, failing,
 # if its clock is not really ahead.
-YEAR_AHEAD := bash scripts/year-ahead.sh $(PYTEST) -m "not real_clock"
+YEAR_AHEAD_TESTS ?= tests/unit tests/agent tests/contract tests/integration tests/e2e
+YEAR_AHEAD = bash scripts/year-ahead.sh $(PYTEST) -m "not real_clock" $(YEAR_AHEAD_TESTS)
 
 test: setup lint typecheck importlint
 	$(PYTEST)

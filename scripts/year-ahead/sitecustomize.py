@@ -24,8 +24,10 @@ def _sleep(secs: float) -> None:
     if secs < 0:
         raise ValueError("sleep length must be non-negative")
     deadline = time.monotonic() + secs
-    while (left := deadline - time.monotonic()) > 0:
-        select.select([], [], [], left)
+    while True:  # at least one wait, so sleep(0) still lets other threads run, as time.sleep does
+        select.select([], [], [], max(0.0, deadline - time.monotonic()))
+        if time.monotonic() >= deadline:
+            return
 
 
 def _chain() -> None:
