@@ -327,6 +327,12 @@ async def test_follower_takes_over_a_stuck_drain_and_finishes_it_without_repeati
         assert taints == [(footprint.UNHEALTHY, "reboot-node")]
         assert node.spec.unschedulable is True
         assert node.metadata.annotations[footprint.REMEDIATION_REQUESTED] == "reboot-node"
+
+        # The Event follows the state label that says the node was handed off: wait for it, don't race it.
+        async def announced() -> bool:
+            return bool(events(sim, "SickbayRemediationRequested"))
+
+        await until(announced, timeout=10, what="the hand-off's Event")
         requested = events(sim, "SickbayRemediationRequested")
         assert [e["involvedObject"]["name"] for e in requested] == [NODE]
         daemonset_pods = await core.list_namespaced_pod(
