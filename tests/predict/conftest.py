@@ -1,13 +1,16 @@
 """Fixtures for the predictor's tests: small simulated datasets and tiny synthetic models.
 
 Datasets come from the fleet simulator (tests may import it; `app.predict` may not) and are made once
-per session. Failure rates are multiplied far above the published rate so a few node-days hold enough
-failures to train and score on.
+per test run, shared by the pytest-xdist workers (each worker is a session of its own, so a plain session
+fixture would simulate the same seed once per worker). Failure rates are multiplied far above the
+published rate so a few node-days hold enough failures to train and score on.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
+import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,16 +53,36 @@ def simulate(directory: Path, *, nodes: int, days: float, seed: int, rate_multip
     return directory
 
 
+def shared_dataset(
+    factory: pytest.TempPathFactory, name: str, *, nodes: int, days: float, seed: int, rate_multiplier: float
+) -> Path:
+    """The dataset `name`, simulated by the first worker that needs it and read by the others.
+
+    The workers of one xdist run share `PYTEST_XDIST_TESTRUNUID` and the parent of their base temp
+    directories; an exclusive lock makes the others wait for the first one's dataset rather than redo it.
+    """
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    root = factory.getbasetemp().parent / f"datasets-{run}" if run else factory.getbasetemp() / "datasets"
+    root.mkdir(parents=True, exist_ok=True)
+    directory = root / name
+    with (root / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (directory / "done").exists():
+            simulate(directory, nodes=nodes, days=days, seed=seed, rate_multiplier=rate_multiplier)
+            (directory / "done").touch()
+    return directory
+
+
 @pytest.fixture(scope="session")
 def train_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """16 nodes x 6 days, seed 7, failures at 150x the published rate."""
-    return simulate(tmp_path_factory.mktemp("train-s7"), nodes=16, days=6, seed=7, rate_multiplier=150)
+    return shared_dataset(tmp_path_factory, "train-s7", nodes=16, days=6, seed=7, rate_multiplier=150)
 
 
 @pytest.fixture(scope="session")
 def heldout_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A seed the shipped model never saw: 60 nodes x 6 days, failures at 40x (and traps as usual)."""
-    return simulate(tmp_path_factory.mktemp("heldout-s101"), nodes=60, days=6, seed=101, rate_multiplier=40)
+    return shared_dataset(tmp_path_factory, "heldout-s101", nodes=60, days=6, seed=101, rate_multiplier=40)
 
 
 ModelFactory = Callable[..., registry.RiskModel]
