@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import sqlite3
 import time
@@ -17,11 +18,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app import alertsync, api, pipeline, rechecks, retraining, schedule, status
+from app import alertsync, api, pipeline, rechecks, status
 from app.act.drain import Drainer
 from app.act.executor import Executor
 from app.act.gatekeeper import GateKeeper
@@ -45,6 +47,9 @@ from app.kube import port
 from app.kube.retries import RetryPolicy
 from app.obs.metrics import Metrics, create_metrics
 from app.store import deadletter, inbox, journal
+
+if TYPE_CHECKING:
+    from app import retraining, schedule
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
@@ -75,6 +80,12 @@ class Services:
     leader: bool = False
     ready: bool = False
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    prediction_start: asyncio.Task[None] | None = None
+
+    async def prediction_started(self) -> None:
+        """Wait until risk scoring (and retraining) started, or failed to: it starts in the background."""
+        if self.prediction_start is not None:
+            await asyncio.shield(self.prediction_start)
 
 
 SERVICES = web.AppKey("services", Services)
@@ -322,34 +333,50 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _prediction(app: web.Application) -> AsyncIterator[None]:
-    """Risk scoring: loaded on every replica (so a bad model is reported at once), scheduled on start."""
+    """Risk scoring: loaded on every replica (so a bad model is reported at once), scheduled on start.
+
+    It starts in the background: scikit-learn, pandas and skops take seconds of CPU to import and the
+    model to load, and the alert path must be serving meanwhile (a fatal XID does not wait for a model).
+    """
     services = app[SERVICES]
-    settings = services.settings.prediction
-    if not settings.enabled or services.inbox is None:
+    if not services.settings.prediction.enabled or services.inbox is None:
         yield
         return
-    scoring = schedule.Scoring(
-        settings,
-        box=services.inbox,
-        metrics=services.metrics,
-        clock=services.clock,
-        policy=services.rules.policy.prediction,
-        journal_=services.journal,
-    )
-    try:
-        await scoring.start()
-    except Exception:  # prediction must never stop the alert path from serving
-        log.exception("risk scoring could not start; remediating from alerts only")
-        yield
-        return
-    services.scoring = scoring
-    services.retraining = await _start_retraining(services, scoring)
+    starting = asyncio.create_task(_start_prediction(services), name="prediction-start")
+    services.prediction_start = starting
     try:
         yield
     finally:
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
         if services.retraining is not None:
             await services.retraining.stop()
-        await scoring.stop()
+        if services.scoring is not None:
+            await services.scoring.stop()
+
+
+async def _start_prediction(services: Services) -> None:
+    assert services.inbox is not None
+    try:
+        # In a worker thread: an import this heavy would stall the event loop that serves alerts.
+        scheduling = await asyncio.to_thread(importlib.import_module, "app.schedule")
+        scoring: schedule.Scoring = scheduling.Scoring(
+            services.settings.prediction,
+            box=services.inbox,
+            metrics=services.metrics,
+            clock=services.clock,
+            policy=services.rules.policy.prediction,
+            journal_=services.journal,
+        )
+        await scoring.start()
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # prediction must never stop the alert path from serving
+        log.exception("risk scoring could not start; remediating from alerts only")
+        return
+    services.scoring = scoring
+    services.retraining = await _start_retraining(services, scoring)
 
 
 async def _start_retraining(services: Services, scoring: schedule.Scoring) -> retraining.Retraining | None:
@@ -358,7 +385,8 @@ async def _start_retraining(services: Services, scoring: schedule.Scoring) -> re
     if not settings.retrain_enabled or not settings.prometheus_url:
         return None
     try:
-        job = retraining.Retraining(
+        training = await asyncio.to_thread(importlib.import_module, "app.retraining")
+        job: retraining.Retraining = training.Retraining(
             settings,
             catalog=services.rules.catalog,
             journal_path=Path(services.settings.inbox.path),

@@ -157,7 +157,9 @@ def sickbay_server(tmp_path: Path) -> Iterator[Callable[..., SickbayServer]]:
     ) -> SickbayServer:
         db = db or tmp_path / "sickbay.db"
         child_env = {k: v for k, v in os.environ.items() if not k.startswith("SICKBAY_")}
-        child_env |= {"SICKBAY_AUTH__TOKEN": token, **(env or {})}
+        # No risk model unless the test asks (as in-process, `_no_risk_model_unless_asked`): loading one
+        # costs each child seconds of CPU on a loaded 2-core machine.
+        child_env |= {"SICKBAY_AUTH__TOKEN": token, "SICKBAY_PREDICTION__ENABLED": "false", **(env or {})}
         last_error: Exception | None = None
         for attempt in range(3):  # a port picked free can be taken before the child binds it: retry
             port = _free_port()

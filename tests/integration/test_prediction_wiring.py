@@ -39,6 +39,7 @@ async def test_corrupted_model_starts_rules_only_and_keeps_remediating(
     )
     with caplog.at_level(logging.ERROR):
         client = await aiohttp_client(build_app(settings))
+        await client.app[SERVICES].prediction_started()
         scoring = client.app[SERVICES].scoring
         assert scoring is not None
         await scoring.loaded()
@@ -63,6 +64,7 @@ async def test_the_shipped_model_loads_in_the_service(tmp_path: Path, aiohttp_cl
         auth={"mode": "none"}, inbox={"path": tmp_path / "inbox.db"}, prediction={"enabled": True}
     )
     client = await aiohttp_client(build_app(settings))
+    await client.app[SERVICES].prediction_started()
     scoring = client.app[SERVICES].scoring
     assert scoring is not None
     await scoring.loaded()

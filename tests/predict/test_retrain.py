@@ -391,6 +391,7 @@ async def test_the_service_schedules_retraining_when_prometheus_is_set(
         },
     )
     client = await aiohttp_client(build_app(settings))
+    await client.app[SERVICES].prediction_started()
     weekly = client.app[SERVICES].retraining
     assert weekly is not None
     next_run = weekly.next_run()
