@@ -174,6 +174,7 @@ class ShadowKeeper:
                     _GUARD_KEY + self.fleet,
                     json.dumps({"budget_full_since": since.isoformat() if since else None}),
                 )
+            self.current = version  # what scores is what is loaded
             before = self.standing(version)
             if trip is None or not before.acting:
                 return None
@@ -240,11 +241,11 @@ class ShadowKeeper:
         await self._recorder.pod_event(self._own_pod, reason, message, warning=warning)
 
     def _export(self) -> None:
-        standing = self.standing()
+        """The current model's standing; all 0 while it acts, or while no model is loaded (rules-only)."""
+        standing = self.standing() if self.current is not None else None
         for reason in shadow.SHADOW_REASONS:
-            self._metrics.shadow.labels(reason=reason.value).set(
-                1 if not standing.acting and standing.reason is reason else 0
-            )
+            on = standing is not None and not standing.acting and standing.reason is reason
+            self._metrics.shadow.labels(reason=reason.value).set(1 if on else 0)
 
 
 def _standing(row: Row) -> shadow.Standing:

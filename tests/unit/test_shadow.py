@@ -115,17 +115,22 @@ def test_the_guard_times_a_full_budget_and_trips_only_when_it_stayed_full_too_lo
     full = shadow.Reading(flagged_gpus=1, gpus=80, budget_full=True)
     free = shadow.Reading(flagged_gpus=1, gpus=80, budget_full=False)
     state, trip = shadow.check_guard(full, shadow.GuardState(), SHADOW, now=T0)
-    assert state.budget_full_since == T0 and trip is None
+    assert state.budget_full_since == T0
+    assert trip is None
     state, trip = shadow.check_guard(full, state, SHADOW, now=T0 + timedelta(hours=23))
-    assert state.budget_full_since == T0 and trip is None
+    assert state.budget_full_since == T0
+    assert trip is None
     freed, _ = shadow.check_guard(free, state, SHADOW, now=T0 + timedelta(hours=23, minutes=5))
     assert freed.budget_full_since is None  # a free slot restarts the clock
     _, trip = shadow.check_guard(full, state, SHADOW, now=T0 + timedelta(hours=24))
-    assert trip is not None and trip[0] is shadow.Reason.GUARD_BUDGET
+    assert trip is not None
+    assert trip[0] is shadow.Reason.GUARD_BUDGET
 
 
 def test_a_trip_is_held_and_names_the_guard() -> None:
-    after = shadow.tripped(standing(shadow.Reason.BACKTEST_PASSED), (shadow.Reason.GUARD_FLAGGED, "why"), now=T0)
+    after = shadow.tripped(
+        standing(shadow.Reason.BACKTEST_PASSED), (shadow.Reason.GUARD_FLAGGED, "why"), now=T0
+    )
     assert (after.acting, after.reason.held, after.by, after.detail) == (False, True, "guard", "why")
 
 
@@ -149,7 +154,8 @@ def test_in_shadow_act_is_recorded_with_the_taint_and_checkpoints_it_would_have_
     assert quiet.shadowed == tuple(a for a in made.actions)
     assert [a.kind for a in quiet.shadowed].count(ActionKind.REQUEST_CHECKPOINT) == 5  # 3 pods, 2 owners
     assert quiet.summary.startswith("shadow: would taint n1 sickbay.io/at-risk=act:NoSchedule")
-    assert NOTE in quiet.summary and quiet.summary.endswith("nothing written")
+    assert NOTE in quiet.summary
+    assert quiet.summary.endswith("nothing written")
 
 
 def test_in_shadow_the_budget_still_says_where_it_would_have_held_the_node() -> None:
