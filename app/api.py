@@ -192,9 +192,12 @@ async def breaker_reset(request: web.Request, gates: GateKeeper | None) -> web.R
     return web.json_response(breaker_view(gates))
 
 
-def model_view(keeper: ShadowKeeper, history: list[dict[str, Any]]) -> dict[str, Any]:
-    """The proactive ladder's standing for the current model on this fleet, and its recent history."""
-    return {**keeper.view(), "history": history}
+def model_view(
+    keeper: ShadowKeeper, history: list[dict[str, Any]], *, version: str | None = None
+) -> dict[str, Any]:
+    """The proactive ladder's standing for a model (default: the current one) on this fleet, and its
+    recent history."""
+    return {**keeper.view(version), "history": history}
 
 
 def _no_model_state() -> web.Response:
@@ -240,8 +243,8 @@ async def model_validate(
     version = body.get("version") or None
     who = body.get("who") or "api"
     if body.get("force") is True:
-        await keeper.operator(version, validate=True, who=who, note=body.get("note") or "")
-        return web.json_response(model_view(keeper, await keeper.history(limit=5)))
+        done = await keeper.operator(version, validate=True, who=who, note=body.get("note") or "")
+        return web.json_response(model_view(keeper, await keeper.history(limit=5), version=done.version))
     if version is not None and version != keeper.current:
         return web.json_response(
             {
@@ -276,7 +279,7 @@ async def model_shadow(request: web.Request, keeper: ShadowKeeper | None) -> web
     if keeper is None:
         return _no_model_state()
     body = await _body(request)
-    await keeper.operator(
+    done = await keeper.operator(
         body.get("version") or None, validate=False, who=body.get("who") or "api", note=body.get("note") or ""
     )
-    return web.json_response(model_view(keeper, await keeper.history(limit=5)))
+    return web.json_response(model_view(keeper, await keeper.history(limit=5), version=done.version))

@@ -390,7 +390,7 @@ async def _model_loaded(services: Services, version: str) -> None:
 async def _guard(services: Services, cycle: schedule.ScoredCycle) -> bool:
     """The runtime guard on one scored cycle; True when it sent the ladder back to shadow."""
     keeper, scores = services.shadow, cycle.scores
-    if keeper is None or scores is None:
+    if keeper is None or scores is None or not services.leader:  # the leader's ladder is the one that acts
         return False
     flagged = sum(1 for r in scores.gpus if r.level is not RiskLevel.NONE)
     keeper_gates = services.gates

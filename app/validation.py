@@ -92,6 +92,8 @@ class Validation:
             max_instances=1,
             coalesce=True,
             misfire_grace_time=3600,
+            # At once too: a model loaded before this job existed is backtested now, not in a day.
+            next_run_time=datetime.now(UTC),
         )
         scheduler.start()
         self._scheduler = scheduler

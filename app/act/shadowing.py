@@ -202,9 +202,9 @@ class ShadowKeeper:
     async def history(self, *, limit: int = 20) -> list[dict[str, Any]]:
         return [row.as_dict() for row in await self._book.recent(fleet=self.fleet, limit=limit)]
 
-    def view(self) -> dict[str, Any]:
-        """The current model's standing, for the API, the CLI and the status page."""
-        standing = self.standing()
+    def view(self, version: str | None = None) -> dict[str, Any]:
+        """A version's standing (default: the current model's), for the API, the CLI and the status page."""
+        standing = self.standing(version)
         return {
             "fleet": self.fleet,
             "version": standing.version,
