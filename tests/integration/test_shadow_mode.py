@@ -21,10 +21,11 @@ import pytest
 from app import domain, validation
 from app.act.shadowing import ShadowKeeper
 from app.config import rules
-from app.config.settings import RULES_DIR
+from app.config.settings import RULES_DIR, load_settings
 from app.decide import shadow
 from app.obs.metrics import create_metrics
 from app.predict import costs, fleetcheck, score, service
+from app.runtime import build_app
 from app.store import journal
 from app.store.validation import ValidationLog
 from tests.integration.remediation_world import World, eventually, open_world
@@ -190,3 +191,32 @@ async def test_the_standing_survives_a_restart_and_a_new_version_starts_in_shado
             ("v1", "operator-validated"),
             ("v1", "unvalidated"),
         ]
+
+
+async def test_the_operator_endpoints_need_credentials_and_say_what_they_did(
+    tmp_path: Path, aiohttp_client: Any
+) -> None:
+    settings = load_settings(auth={"mode": "bearer", "token": "t0ken"}, inbox={"path": tmp_path / "i.db"})
+    client = await aiohttp_client(build_app(settings))
+    auth = {"Authorization": "Bearer t0ken"}
+    assert (await client.post("/api/v1/model/validate", json={"force": True})).status == 401
+    assert (await client.post("/api/v1/model/shadow")).status == 401
+
+    # No Prometheus: only the operator's word can validate.
+    refused = await client.post("/api/v1/model/validate", json={}, headers=auth)
+    assert refused.status == 409
+    assert (await refused.json())["error"] == "no_backtest"
+    done = await client.post(
+        "/api/v1/model/validate", json={"version": "v7", "force": True, "who": "ops"}, headers=auth
+    )
+    view = await done.json()
+    assert (view["version"], view["mode"], view["reason"], view["by"]) == (
+        "v7",
+        "acting",
+        "operator-validated",
+        "operator:ops",
+    )
+    back = await (await client.post("/api/v1/model/shadow", json={"version": "v7"}, headers=auth)).json()
+    assert (back["mode"], back["reason"], back["held"]) == ("shadow", "operator", True)
+    bad = await client.post("/api/v1/model/shadow", data=b"[1]", headers=auth)
+    assert bad.status == 400
