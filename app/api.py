@@ -7,16 +7,21 @@ rest of the service; the runtime mounts them.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from app.act.gatekeeper import GateKeeper
+from app.act.shadowing import ShadowKeeper
 from app.decide import footprint
 from app.domain import NodeState
 from app.kube import errors, port
 from app.store import deadletter, inbox
 from app.store.journal import Journal
+
+# An operator-requested shadow backtest: (figures, problem), or None when it could not run here.
+Backtest = Callable[[], Awaitable[tuple[dict[str, Any] | None, str] | None]]
 
 _SOURCES = ("alertmanager", "agent")
 
@@ -185,3 +190,96 @@ async def breaker_reset(request: web.Request, gates: GateKeeper | None) -> web.R
         )
     await gates.reset()
     return web.json_response(breaker_view(gates))
+
+
+def model_view(
+    keeper: ShadowKeeper, history: list[dict[str, Any]], *, version: str | None = None
+) -> dict[str, Any]:
+    """The proactive ladder's standing for a model (default: the current one) on this fleet, and its
+    recent history."""
+    return {**keeper.view(version), "history": history}
+
+
+def _no_model_state() -> web.Response:
+    return web.json_response(
+        {"error": "starting", "message": "the validation log is not open yet"}, status=503
+    )
+
+
+async def model(request: web.Request, keeper: ShadowKeeper | None) -> web.Response:
+    if keeper is None:
+        return _no_model_state()
+    return web.json_response(model_view(keeper, await keeper.history(limit=_limit(request))))
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    """An optional JSON object: {"version": ..., "force": ..., "note": ...}."""
+    if not request.can_read_body:
+        return {}
+    try:
+        data = await request.json()
+    except ValueError:
+        raise web.HTTPBadRequest(
+            text='{"error": "bad_json", "message": "the body must be a JSON object"}',
+            content_type="application/json",
+        ) from None
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(k, ""), str) for k in ("version", "note", "who")
+    ):
+        raise web.HTTPBadRequest(
+            text='{"error": "bad_body", "message": "version, note and who must be strings"}',
+            content_type="application/json",
+        )
+    return data
+
+
+async def model_validate(
+    request: web.Request, keeper: ShadowKeeper | None, backtest: Backtest | None
+) -> web.Response:
+    """Leave shadow: with `force`, on the operator's word; otherwise only if a backtest run now passes."""
+    if keeper is None:
+        return _no_model_state()
+    body = await _body(request)
+    version = body.get("version") or None
+    who = body.get("who") or "api"
+    if body.get("force") is True:
+        done = await keeper.operator(version, validate=True, who=who, note=body.get("note") or "")
+        return web.json_response(model_view(keeper, await keeper.history(limit=5), version=done.version))
+    if version is not None and version != keeper.current:
+        return web.json_response(
+            {
+                "error": "not_loaded",
+                "message": f"only the loaded model ({keeper.current}) can be backtested; "
+                "use force to validate another version",
+            },
+            status=409,
+        )
+    if backtest is None:
+        return web.json_response(
+            {
+                "error": "no_backtest",
+                "message": "no Prometheus (prediction.prometheus_url) to backtest against, "
+                "or no model loaded: use force to validate on your word",
+            },
+            status=409,
+        )
+    ran = await backtest()
+    if ran is None:
+        return web.json_response(
+            {"error": "not_run", "message": "not run: no model is loaded, or this replica is not the leader"},
+            status=409,
+        )
+    view = model_view(keeper, await keeper.history(limit=5))
+    figures, problem = ran
+    return web.json_response({**view, "backtest": figures, "problem": problem or None})
+
+
+async def model_shadow(request: web.Request, keeper: ShadowKeeper | None) -> web.Response:
+    """Back to shadow on the operator's word, until an operator validates it again."""
+    if keeper is None:
+        return _no_model_state()
+    body = await _body(request)
+    done = await keeper.operator(
+        body.get("version") or None, validate=False, who=body.get("who") or "api", note=body.get("note") or ""
+    )
+    return web.json_response(model_view(keeper, await keeper.history(limit=5), version=done.version))

@@ -115,6 +115,27 @@ def _parser() -> argparse.ArgumentParser:
     breaker.add_argument("--token", help="bearer token (default: $SICKBAY_AUTH__TOKEN)")
     breaker.set_defaults(run=_breaker)
 
+    model = sub.add_parser(
+        "model",
+        help="shadow mode of a running service: show it, validate the model on this fleet, or back to shadow",
+    )
+    model.add_argument(
+        "action",
+        choices=("status", "validate", "shadow"),
+        help="status: shadow or acting, and why; validate: act once a backtest over this fleet's own history "
+        "passes now (--force: without one; exit code 3 when it stays in shadow); shadow: record only, until "
+        "validated again",
+    )
+    model.add_argument("--force", action="store_true", help="validate on your word, without a backtest")
+    model.add_argument("--version", help="the model version (default: the one the service runs)")
+    model.add_argument("--note", default="", help="why, for the validation log")
+    model.add_argument("--url", default="http://127.0.0.1:8080", help="the service's base URL")
+    model.add_argument("--token", help="bearer token (default: $SICKBAY_AUTH__TOKEN)")
+    model.add_argument(
+        "--timeout", type=float, default=900.0, help="seconds to wait (a backtest reads weeks of history)"
+    )
+    model.set_defaults(run=_model)
+
     explain = sub.add_parser("explain", help="show what Sickbay would do with a payload, and why (no writes)")
     explain.add_argument(
         "payload", type=Path, help="Alertmanager webhook JSON (version 4) or agent GPU events"
@@ -182,6 +203,48 @@ def _breaker(args: argparse.Namespace) -> int:
         + (f"; {state['reason']}" if state["open"] else "")
     )
     return 0
+
+
+def _model(args: argparse.Namespace) -> int:
+    token = args.token or os.environ.get("SICKBAY_AUTH__TOKEN", "")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    body: bytes | None = None
+    path = "/api/v1/model"
+    if args.action != "status":
+        path += f"/{args.action}"
+        who = os.environ.get("USER") or "cli"
+        payload = {"force": bool(args.force), "note": args.note, "who": f"cli:{who}"}
+        if args.version:
+            payload["version"] = args.version
+        body = json.dumps(payload).encode()
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(  # noqa: S310 - the operator names the URL
+        args.url.rstrip("/") + path, data=body, method="POST" if body else "GET", headers=headers
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=args.timeout) as response:  # noqa: S310
+            state = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        print(f"sickbay: {exc.code} {exc.read().decode(errors='replace')}", file=sys.stderr)
+        return 1
+    except urllib.error.URLError as exc:
+        print(f"sickbay: cannot reach {args.url}: {exc.reason}", file=sys.stderr)
+        return 1
+    word = "ACTING" if state["mode"] == "acting" else "SHADOW"
+    print(
+        f"model {state['version']} on fleet {state['fleet']}: {word} ({state['reason']}: {state['detail']}; "
+        f"by {state['by']} since {state['since']})"
+    )
+    figures = state.get("backtest")
+    if figures:
+        print(
+            f"backtest {figures['start']} .. {figures['end']}: {figures['false_alarms']} false alarms in "
+            f"{figures['node_days']} node-days ({figures['false_alarms_per_1000_node_days']} per 1,000), "
+            f"{figures['caught']} of {figures['failures']} failures caught"
+        )
+    if state.get("problem"):
+        print(f"backtest not run: {state['problem']}")
+    return 0 if args.action != "validate" or state["mode"] == "acting" else 3
 
 
 def _explain(args: argparse.Namespace) -> int:

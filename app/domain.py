@@ -336,12 +336,30 @@ class Plan:
     # The workload the fault is attributed to (a group key such as `jobset:ns/name`, or `pod:ns/name`):
     # journaled, so that "the fault follows the GPU" can count distinct workloads later.
     workload: str | None = None
+    # A plan made in shadow (the proactive ladder before its model is validated on this fleet): the actions
+    # it would have taken. Journaled so an operator can see them; never executed.
+    shadowed: tuple[Action, ...] = ()
 
     @classmethod
-    def record_only(cls, fault: Fault, now: datetime, summary: str, *, workload: str | None = None) -> Plan:
-        """A plan that acts on nothing: the fault is journaled with why."""
+    def record_only(
+        cls,
+        fault: Fault,
+        now: datetime,
+        summary: str,
+        *,
+        workload: str | None = None,
+        shadowed: tuple[Action, ...] = (),
+    ) -> Plan:
+        """A plan that acts on nothing: the fault is journaled with why (and what it would have done)."""
         record = Action(kind=ActionKind.RECORD, track=Track.RECORD, node=fault.node, reason=fault.reason)
-        return cls(fault=fault, decided_at=now, summary=summary, actions=(record,), workload=workload)
+        return cls(
+            fault=fault,
+            decided_at=now,
+            summary=summary,
+            actions=(record,),
+            workload=workload,
+            shadowed=shadowed,
+        )
 
     def track(self, track: Track) -> tuple[Action, ...]:
         return tuple(a for a in self.actions if a.track is track)

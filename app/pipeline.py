@@ -13,13 +13,14 @@ import json
 import logging
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import pydantic
 
 from app.act import observe
 from app.act.executor import Executor
+from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
 from app.classify import signals as classify
 from app.config.settings import PipelineSettings
@@ -97,9 +98,12 @@ class Pipeline:
         kube: port.KubePort | None = None,
         executor: Executor | None = None,
         urgency: Urgency | None = None,
+        shadow: ShadowKeeper | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._urgency = urgency or Urgency()
+        # The proactive ladder's standing per model version; without one (a bare pipeline) it acts.
+        self._shadow = shadow
         self._kube = kube
         self._executor = executor
         self._inbox = inbox_
@@ -236,6 +240,8 @@ class Pipeline:
             situation = await observe.resolved_situation(fault, journal=self._journal)
         else:
             situation = Situation.unknown()
+        if fault.fault_class is FaultClass.AT_RISK and self._shadow is not None:
+            situation = replace(situation, shadow=self._shadow.note_for(signal.label("model_version")))
         plan = plans.plan_for(fault, policy=policy, now=now, situation=situation)
         # The plan's fault: after an escalation it carries the class and reason that were acted on.
         fault_id, fresh = await self._journal.record(

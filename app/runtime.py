@@ -32,13 +32,14 @@ from app.act.nodes import NodeWriter
 from app.act.reconcile import Reconciler
 from app.act.recorder import Recorder
 from app.act.remediate import Remediators
+from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
 from app.act.workload import Restarter
 from app.classify import signals as classify
 from app.config import rules
 from app.config.settings import Settings
-from app.decide import footprint
-from app.domain import Signal
+from app.decide import footprint, gates, shadow
+from app.domain import PodRef, RiskLevel, Signal
 from app.ingest import auth, handlers, signals
 from app.kube import client as kube_client
 from app.kube import errors as kube_errors
@@ -47,9 +48,10 @@ from app.kube import port
 from app.kube.retries import RetryPolicy
 from app.obs.metrics import Metrics, create_metrics
 from app.store import deadletter, inbox, journal
+from app.store.validation import ValidationLog
 
 if TYPE_CHECKING:
-    from app import retraining, schedule
+    from app import retraining, schedule, validation
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
@@ -77,6 +79,8 @@ class Services:
     reconciler: Reconciler | None = None
     scoring: schedule.Scoring | None = None
     retraining: retraining.Retraining | None = None
+    shadow: ShadowKeeper | None = None
+    validation: validation.Validation | None = None
     leader: bool = False
     ready: bool = False
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -129,6 +133,9 @@ def build_app(
     app.router.add_get("/api/v1/nodes/{name}", _node)
     app.router.add_get("/api/v1/breaker", _breaker)
     app.router.add_post("/api/v1/breaker/reset", _breaker_reset)
+    app.router.add_get("/api/v1/model", _model)
+    app.router.add_post("/api/v1/model/validate", _model_validate)
+    app.router.add_post("/api/v1/model/shadow", _model_shadow)
     app.router.add_get("/", _status_page)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
@@ -149,6 +156,15 @@ async def _storage(app: web.Application) -> AsyncIterator[None]:
     )
     journal_db = await inbox.connect(path, durable=False)
     services.inbox, services.journal = box, await journal.Journal.open(journal_db, write_lock=write_lock)
+    services.shadow = ShadowKeeper(
+        book=await ValidationLog.open(journal_db, write_lock=write_lock),
+        journal=services.journal,
+        policy=services.rules.policy,
+        fleet=settings.prediction.fleet,
+        metrics=services.metrics,
+        clock=services.clock,
+    )
+    await services.shadow.load()
     services.dead_letters = await deadletter.DeadLetters.open(
         path, max_rows=settings.inbox.dead_letter_rows, write_lock=write_lock
     )
@@ -189,6 +205,11 @@ async def _cluster(app: web.Application) -> AsyncIterator[None]:
     urgency = Urgency()
     if kube is not None:
         executor, drainer, restarter, writer = await _actuators(services, kube, book, box, urgency)
+        assert services.shadow is not None
+        services.shadow.speaks_through(
+            Recorder(kube=kube, metrics=services.metrics, clock=services.clock, events=not settings.dry_run),
+            PodRef(settings.pod_namespace, settings.identity),
+        )
     services.pipeline = pipeline.Pipeline(
         inbox_=box,
         journal_=book,
@@ -199,6 +220,7 @@ async def _cluster(app: web.Application) -> AsyncIterator[None]:
         kube=kube,
         executor=executor,
         urgency=urgency,
+        shadow=services.shadow,
         clock=services.clock,
     )
     try:
@@ -352,6 +374,8 @@ async def _prediction(app: web.Application) -> AsyncIterator[None]:
             await starting
         if services.retraining is not None:
             await services.retraining.stop()
+        if services.validation is not None:
+            await services.validation.stop()
         if services.scoring is not None:
             await services.scoring.stop()
 
@@ -368,6 +392,8 @@ async def _start_prediction(services: Services) -> None:
             clock=services.clock,
             policy=services.rules.policy.prediction,
             journal_=services.journal,
+            on_model=lambda version: _model_loaded(services, version),
+            guard=lambda cycle: _guard(services, cycle),
         )
         await scoring.start()
     except asyncio.CancelledError:
@@ -376,7 +402,54 @@ async def _start_prediction(services: Services) -> None:
         log.exception("risk scoring could not start; remediating from alerts only")
         return
     services.scoring = scoring
+    services.validation = await _start_validation(services, scoring)
     services.retraining = await _start_retraining(services, scoring)
+
+
+async def _model_loaded(services: Services, version: str) -> None:
+    """A model version loaded: new to this fleet, it starts in shadow; backtest it soon if so."""
+    assert services.shadow is not None
+    standing = await services.shadow.model_loaded(version)
+    if services.validation is not None and not standing.acting and not standing.reason.held:
+        services.validation.soon()
+
+
+async def _guard(services: Services, cycle: schedule.ScoredCycle) -> bool:
+    """The runtime guard on one scored cycle; True when it sent the ladder back to shadow."""
+    keeper, scores = services.shadow, cycle.scores
+    if keeper is None or scores is None or not services.leader:  # the leader's ladder is the one that acts
+        return False
+    flagged = sum(1 for r in scores.gpus if r.level is not RiskLevel.NONE)
+    keeper_gates = services.gates
+    full = keeper_gates is not None and gates.proactive_full(
+        keeper_gates.proactive_fleet(), services.rules.policy.budgets
+    )
+    reading = shadow.Reading(flagged_gpus=flagged, gpus=len(scores.gpus), budget_full=full)
+    return await keeper.guard(scores.model_version, reading) is not None
+
+
+async def _start_validation(services: Services, scoring: schedule.Scoring) -> validation.Validation | None:
+    """The shadow-mode backtest, with a Prometheus URL only; the leader runs it."""
+    settings = services.settings.prediction
+    if not settings.validate_enabled or not settings.prometheus_url or services.shadow is None:
+        return None
+    try:
+        validating = await asyncio.to_thread(importlib.import_module, "app.validation")
+        job: validation.Validation = validating.Validation(
+            settings,
+            keeper=services.shadow,
+            policy=services.rules.policy,
+            catalog=services.rules.catalog,
+            journal_path=Path(services.settings.inbox.path),
+            model=lambda: scoring.service.model,
+            is_leader=lambda: services.leader,
+            clock=services.clock,
+        )
+        await job.start()
+    except Exception:  # the backtest must never stop the service; the ladder then stays in shadow
+        log.exception("the shadow-mode backtest could not start; the ladder stays in shadow until validated")
+        return None
+    return job
 
 
 async def _start_retraining(services: Services, scoring: schedule.Scoring) -> retraining.Retraining | None:
@@ -574,6 +647,28 @@ async def _breaker_reset(request: web.Request) -> web.StreamResponse:
     return await api.breaker_reset(request, request.app[SERVICES].gates)
 
 
+async def _model(request: web.Request) -> web.StreamResponse:
+    return await api.model(request, request.app[SERVICES].shadow)
+
+
+async def _model_validate(request: web.Request) -> web.StreamResponse:
+    _authorised(request)
+    services = request.app[SERVICES]
+    job = services.validation
+
+    async def backtest() -> tuple[dict[str, object] | None, str] | None:
+        assert job is not None
+        ran = await job.run_once(requested=True)
+        return None if ran is None else (ran.figures, ran.problem)
+
+    return await api.model_validate(request, services.shadow, backtest if job is not None else None)
+
+
+async def _model_shadow(request: web.Request) -> web.StreamResponse:
+    _authorised(request)
+    return await api.model_shadow(request, request.app[SERVICES].shadow)
+
+
 async def _status_page(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     book = _journal(request)
@@ -594,8 +689,19 @@ async def _status_page(request: web.Request) -> web.StreamResponse:
         outcomes=await book.outcomes(limit=300),
         gates=services.gates,
         intake=await _intake_problems(services),
+        shadow=await _shadow_view(services),
     )
     return web.Response(text=html, content_type="text/html")
+
+
+async def _shadow_view(services: Services) -> dict[str, object] | None:
+    if services.shadow is None:
+        return None
+    try:
+        return api.model_view(services.shadow, await services.shadow.history(limit=_STATUS_ROWS))
+    except sqlite3.Error as exc:
+        log.warning("status page: cannot read the validation log: %s", exc)
+        return api.model_view(services.shadow, [])
 
 
 async def _intake_problems(services: Services) -> status.IntakeProblems | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
@@ -26,6 +26,7 @@ from app.store import inbox, journal
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 10.0
+ScoredCycle = predict_service.Cycle
 SHIPPED_MODELS = PredictionSettings().models_dir  # the install's models/, whatever models_dir is set to
 
 
@@ -39,7 +40,14 @@ class Scoring:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         policy: rules.PredictionPolicy | None = None,
         journal_: journal.Journal | None = None,
+        on_model: Callable[[str], Awaitable[object]] | None = None,
+        guard: Callable[[predict_service.Cycle], Awaitable[bool]] | None = None,
     ) -> None:
+        # `on_model(version)` when a model version is first seen loaded (shadow mode starts a new one in
+        # shadow); `guard(cycle)` after each scored cycle, True when it sent the ladder back to shadow.
+        self._on_model = on_model
+        self._guard = guard
+        self._announced: str | None = None
         self._metrics = metrics
         self._settings = settings
         self._box = box
@@ -77,6 +85,7 @@ class Scoring:
         await asyncio.to_thread(self._seed)
         await asyncio.to_thread(self.service.reload)  # says loudly when the model is missing or bad
         self._export_card()
+        await self._announce()
         if not self._settings.prometheus_url:
             log.info(
                 "risk scoring has no Prometheus URL (prediction.prometheus_url): the model is loaded, not run"
@@ -116,12 +125,33 @@ class Scoring:
     async def score_once(self) -> None:
         self._cycle = asyncio.current_task()
         cycle = await asyncio.to_thread(self.service.run_once, self._clock())
+        await self._announce()
+        await self.handle(cycle)
+
+    async def handle(self, cycle: predict_service.Cycle) -> None:
+        """A cycle's results: gauges, the journal, the runtime guard, then the signals of level changes."""
         self.last = cycle
         self._export_scores(cycle)
         await self._journal_risks(cycle)
+        if cycle.scores is not None and self._guard is not None and await self._guard(cycle):
+            # Back to shadow: every flagged node's level goes out again now, and in shadow each signal
+            # for a tainted node plans the taint's removal, so the taints go within this cycle.
+            self.service.resend_all()
         signals = self.service.signals(cycle)
         if signals:
             await self._box.append([inbox.record_of(signal) for signal in signals])
+
+    async def _announce(self) -> None:
+        """Tell `on_model` about a model version loaded since the last call (the first, or a promotion)."""
+        model = self.service.model
+        if model is None or self._on_model is None or model.card.version == self._announced:
+            return
+        try:
+            await self._on_model(model.card.version)
+        except Exception:  # the scorer scores on; the ladder stays in shadow for a version it cannot record
+            log.exception("could not record risk model %s's standing", model.card.version)
+            return
+        self._announced = model.card.version
 
     async def _journal_risks(self, cycle: predict_service.Cycle) -> None:
         """Keep what the model saw at warn and above; a journal fault loses this record, not the cycle."""

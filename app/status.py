@@ -65,6 +65,7 @@ def render(
     model_card: dict[str, Any] | None = None,
     risks: Sequence[dict[str, Any]] = (),
     intake: IntakeProblems | None = None,
+    shadow: dict[str, Any] | None = None,
     refresh_s: int = 10,
 ) -> str:
     mode = "dry-run: observing only, writing nothing" if dry_run else ("paused" if paused else "acting")
@@ -77,6 +78,7 @@ def render(
         f"<div class=muted>{escape(identity)} · {'leader' if leader else 'follower'} · {escape(mode)} · "
         f"{escape(now.strftime('%Y-%m-%d %H:%M:%S UTC'))} · refreshes every {int(refresh_s)} s</div>",
         _summary(nodes, gates),
+        _prediction_mode(shadow),
         _nodes_table(nodes),
         _risk_table(risks),
         _intake_problems(intake),
@@ -98,6 +100,55 @@ def _summary(nodes: Sequence[NodeState] | None, gates: GateKeeper | None) -> str
         cards.append(_card("breaker", state, escape(breaker["reason"] or "")))
         cards.append(_card("quarantined / nodes", f"{breaker['quarantined']} / {breaker['nodes']}"))
     return "<h2>Overview</h2><div class=grid>" + "".join(cards) + "</div>"
+
+
+def _prediction_mode(view: dict[str, Any] | None) -> str:
+    """Shadow or acting, why, and the validation log (backtest figures, guard trips, operators)."""
+    head = "<h2>Proactive ladder</h2>"
+    if view is None:
+        return head + "<p class=muted>Not available.</p>"
+    acting = view.get("mode") == "acting"
+    tag = '<span class="tag ok">acting</span>' if acting else '<span class="tag bad">SHADOW</span>'
+    what = (
+        "it taints nodes at risk and asks their workloads to checkpoint"
+        if acting
+        else "it scores and journals what it would do; it writes no taint and no Event"
+    )
+    held = (
+        " Held: only an operator lifts it (<code>sickbay model validate</code>)." if view.get("held") else ""
+    )
+    parts = [
+        head,
+        f"<p>{tag} model <b>{escape(str(view.get('version')))}</b> on fleet {escape(str(view.get('fleet')))}: "
+        f"{escape(what)}. {escape(str(view.get('reason')))}: {escape(str(view.get('detail')))} "
+        f"<span class=muted>({escape(str(view.get('by')))}, since {escape(str(view.get('since')))})</span>"
+        f"{held}</p>",
+    ]
+    rows = "".join(_validation_row(r) for r in view.get("history", ()))
+    if rows:
+        parts.append(
+            "<table><tr><th>at</th><th>model</th><th>mode</th><th>reason</th><th>by</th><th>detail</th>"
+            f"<th>backtest</th></tr>{rows}</table>"
+        )
+    return "".join(parts)
+
+
+def _validation_row(row: dict[str, Any]) -> str:
+    evidence = row.get("evidence") or {}
+    figures = (
+        f"{evidence.get('false_alarms')} false alarms / {evidence.get('node_days')} node-days "
+        f"= {evidence.get('false_alarms_per_1000_node_days')} per 1,000; {evidence.get('caught')} of "
+        f"{evidence.get('failures')} failures caught; {evidence.get('verdict')}"
+        if evidence
+        else ""
+    )
+    klass = "ok" if row.get("mode") == "acting" else "bad"
+    return (
+        f"<tr><td>{escape(str(row.get('at')))}</td><td>{escape(str(row.get('version')))}</td>"
+        f'<td><span class="tag {klass}">{escape(str(row.get("mode")))}</span></td>'
+        f"<td>{escape(str(row.get('reason')))}</td><td>{escape(str(row.get('by')))}</td>"
+        f"<td>{escape(str(row.get('detail')))}</td><td>{escape(figures)}</td></tr>"
+    )
 
 
 def _card(title: str, value: str, note: str = "") -> str:

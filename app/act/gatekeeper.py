@@ -102,6 +102,10 @@ class GateKeeper:
             self.count_proactive_refusal()
         return verdict
 
+    def proactive_fleet(self) -> gates.ProactiveFleet:
+        """The GPU fleet and its nodes at act, as last listed (and kept current by our own writes)."""
+        return gates.ProactiveFleet.of(self._nodes.values())
+
     def count_proactive_refusal(self) -> None:
         self._metrics.proactive_refusals.inc()
 

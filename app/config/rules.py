@@ -276,6 +276,39 @@ class ReleasePolicy(_Frozen):
     allocatable_grace: Duration = timedelta(minutes=5)
 
 
+class ShadowPolicy(_Frozen):
+    """When the proactive ladder may act on a fleet, and when it goes back to recording only (shadow).
+
+    A model is a claim about the fleets it was trained and judged on. On a fleet where the current model
+    version has not been validated the ladder runs in shadow: it scores and journals what it would have
+    done, and writes nothing. It leaves shadow when a backtest over this fleet's own recent history keeps
+    the false-alarm rate within `max_false_alarms_per_1000_node_days`, or when an operator says so; the
+    runtime guard sends an acting ladder back when it flags too much or holds the budget full too long.
+    """
+
+    # The backtest's limit. 1 per 1,000 node-days is the acceptance bar of issue 12 for held-out fleets.
+    max_false_alarms_per_1000_node_days: float = Field(default=1.0, ge=0)
+    # The backtest replays the last `history` of the fleet's Prometheus; it judges nothing with fewer than
+    # `min_history` of scored history (one false alarm in a few node-days says little either way).
+    history: Duration = timedelta(days=14)
+    min_history: Duration = timedelta(days=7)
+    # While in shadow for want of a passing backtest, it runs again this often (and after a model loads).
+    revalidate_every: Duration = timedelta(hours=24)
+    # Runtime guard: back to shadow when more than this share of the scored GPUs is flagged (warn or act)
+    # in one cycle, and more than `min_flagged_gpus` of them, so one real failure never trips a small fleet.
+    max_flagged_fraction: float = Field(default=0.02, gt=0, le=1)
+    min_flagged_gpus: int = Field(default=3, ge=0)
+    # ... or when the proactive budget stays full this long. A true alarm is followed by its failure within
+    # the model's horizon (24 h), which moves the node to the hardware budget and frees its slot.
+    max_budget_full: Duration = timedelta(hours=24)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ShadowPolicy:
+        if self.min_history > self.history:
+            raise ValueError("prediction.shadow.min_history must not exceed prediction.shadow.history")
+        return self
+
+
 class PredictionPolicy(_Frozen):
     """The proactive ladder: which predicted risk taints a node, how a level is held on the way down, how far
     the `act` step goes. Thresholds left null are the model card's (chosen for a target precision)."""
@@ -293,6 +326,7 @@ class PredictionPolicy(_Frozen):
     checkpoint_events: bool = True
     # ... and evict them as well only when this is true; otherwise NoSchedule just lets them finish.
     drain: bool = False
+    shadow: ShadowPolicy = ShadowPolicy()
 
     @model_validator(mode="after")
     def _ordered(self) -> PredictionPolicy:

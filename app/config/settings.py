@@ -135,6 +135,13 @@ class PredictionSettings(BaseModel):
     retrain_window_s: float = Field(default=28 * 86400.0, gt=0)
     retrain_step_s: float = Field(default=300.0, gt=0)
     retrain_threads: int = Field(default=2, ge=1)
+    # The fleet's name in the validation log (shadow mode): a model is validated per (version, fleet). One
+    # journal serves one cluster, so the default is enough unless a journal moves to another cluster.
+    fleet: str = Field(default="default", min_length=1, max_length=253)
+    # The shadow-mode backtest (after a model loads, then every prediction.shadow.revalidate_every while
+    # in shadow): replayed every `validate_step_s`, on the reader's `retrain_step_s` samples.
+    validate_enabled: bool = True
+    validate_step_s: float = Field(default=1800.0, gt=0)
 
     @field_validator("retrain_cron")
     @classmethod

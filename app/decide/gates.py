@@ -153,6 +153,12 @@ def proactive_limit(gpu_nodes: int, policy: rules.BudgetPolicy) -> int:
     return limit(gpu_nodes, fraction=policy.proactive_max_fraction, cap=policy.proactive_max_nodes)
 
 
+def proactive_full(fleet: ProactiveFleet, policy: rules.BudgetPolicy) -> bool:
+    """No free slot at `act`: what the runtime guard times (`decide.shadow.check_guard`)."""
+    cap = proactive_limit(fleet.gpu_nodes, policy)
+    return cap > 0 and len(fleet.acting) >= cap
+
+
 def admit_proactive(fleet: ProactiveFleet, *, node: str, policy: rules.BudgetPolicy) -> ProactiveVerdict:
     """May `node` carry the at-risk NoSchedule taint? A node already at `act` keeps its slot."""
     cap = proactive_limit(fleet.gpu_nodes, policy)

@@ -9,6 +9,10 @@ past that a node stays at `warn` and the plan says why; that never opens the har
 
 A node quarantined for a fault is left alone: the hardware track owns it, and its release removes the
 at-risk taint with the rest. Pure: `act` re-reads the node and re-checks the budget before it writes.
+
+In shadow (`Situation.shadow`, see `decide.shadow`) the same plan is made and then recorded instead of
+carried out (`Plan.shadowed` holds its actions): no taint, no Event, no eviction. A resolved risk still
+removes a taint, and a node still carrying one from before is cleared.
 """
 
 from __future__ import annotations
@@ -24,6 +28,44 @@ LEVEL = "level"  # the signal label the scorer sets: warn | act (a resolved sign
 
 
 def plan_at_risk(fault: Fault, *, policy: rules.Policy, now: datetime, situation: Situation) -> Plan:
+    plan = _plan_acting(fault, policy=policy, now=now, situation=situation)
+    if situation.shadow is None or not fault.signal.firing:
+        return plan  # a resolved risk removes the taint in shadow too: removing never harms
+    return shadowed(plan, situation=situation, now=now)
+
+
+def shadowed(plan: Plan, *, situation: Situation, now: datetime) -> Plan:
+    """The plan the ladder makes in shadow: what it would have done, recorded; no taint, no Event.
+
+    A node that still carries the at-risk taint (set while the ladder acted, before the runtime guard or an
+    operator sent it back to shadow) has it removed: shadow means no node is held by the model.
+    """
+    fault, why = plan.fault, situation.shadow or ""
+    would = tuple(a for a in plan.actions if a.kind is not ActionKind.RECORD)
+    summary = f"shadow: would {plan.summary}" if would else f"shadow: {plan.summary}"
+    known = situation.node
+    if (
+        known is not None
+        and footprint.at_risk_level(known) is not None
+        and footprint.quarantined_class(known) is None  # a quarantined node is the hardware track's
+    ):
+        clear = Action(
+            kind=ActionKind.CLEAR_AT_RISK,
+            track=Track.HARDWARE,
+            node=fault.node,
+            reason=f"the proactive ladder is in shadow ({why}): the at-risk taint it set goes",
+        )
+        return Plan(
+            fault=fault,
+            decided_at=now,
+            summary=f"{summary}; in shadow ({why}), so remove the at-risk taint it carries instead",
+            actions=(clear,),
+            shadowed=would,
+        )
+    return Plan.record_only(fault, now, f"{summary} ({why}); nothing written", shadowed=would)
+
+
+def _plan_acting(fault: Fault, *, policy: rules.Policy, now: datetime, situation: Situation) -> Plan:
     node = fault.node
     known = situation.node
     if node is None:

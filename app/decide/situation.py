@@ -24,6 +24,9 @@ class Situation:
     quarantines: tuple[datetime, ...] = ()
     # For an at-risk fault: the GPU fleet the proactive budget is measured against (None: not read).
     proactive: gates.ProactiveFleet | None = None
+    # For an at-risk fault: why the proactive ladder runs in shadow (records what it would do, writes no
+    # taint or Event; it may still remove a taint it set before), or None when it acts.
+    shadow: str | None = None
     # For a resolved transient signal: fingerprints of the soft alerts still firing on the node.
     soft_firing: tuple[str, ...] = ()
 

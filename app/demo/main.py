@@ -199,7 +199,11 @@ def run_notes(config: StackConfig, forecast: prediction.Forecast) -> tuple[str, 
         f"{config.history_step_s:.0f} s ({forecast.history_samples:,} samples); one GPU's HBM degrades in "
         "it with the simulator's own precursor shape (ASSUMPTION), no row remapped yet. Sickbay starts "
         f"rules-only and scores every {SCORING_INTERVAL_S:g} s (default 5 min) once the trained model is "
-        "promoted, the scene's first step.",
+        "promoted, the scene's first step. Its version is validated on this fleet first, the operator's way "
+        "(POST /api/v1/model/validate, force, as `sickbay model validate --force` does): a model new to a "
+        "fleet runs the proactive ladder in shadow (it records what it would do and taints nothing) until "
+        "a backtest over the fleet's own history or an operator validates it; the demo's fleet is the "
+        "simulator the model was trained on.",
         "Release scenes: 'delivered' is the resolved notification, 'decision' the node entering "
         "`verifying` once the remediator reported done; the rest of their time is the healthy delay.",
     )

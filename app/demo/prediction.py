@@ -192,6 +192,11 @@ POINTER = "CURRENT.json"
 CARD = "card.json"
 
 
+def current_version(source: Path) -> str:
+    """The version `source`'s CURRENT.json names (what `promote_model` installs)."""
+    return str(json.loads((source / POINTER).read_text(encoding="utf-8"))["current"])
+
+
 def promote_model(source: Path, target: Path) -> ModelInfo:
     """Install `source`'s current model in `target` as the registry lays it out: the version directory
     copied under a temporary name and renamed, then CURRENT.json replaced atomically (a scoring cycle

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
 from app.demo import prediction
-from app.demo.configs import USER_ALERT
+from app.demo.configs import REPO, USER_ALERT
 from app.demo.stack import Stack
 from app.demo.timeline import AT_RISK, Recorder, Scene, parse_time
 
@@ -41,6 +41,7 @@ HBM_LEAD_S = 30.0
 # whole look-back (a few seconds on two cores), then the ladder.
 PREDICTION_WITHIN_S = 60.0
 CHECKPOINT_REASON = "SickbayCheckpointRequested"
+VALIDATION_NOTE = "the demo fleet is the simulator the model was trained on (validated by the demo)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,6 +429,15 @@ class Scenario:
             f"trained model promoted into Sickbay; GPU {risk.gpu} has logged {gpu.sbe_vol} single-bit ECC "
             f"errors in {prediction.hours(risk.running_s(sim.time_s))}, accelerating, none remapped, "
             "no alert",
+        )
+        # Sickbay's ladder runs in shadow for a model not validated on this fleet. The demo's fleet is the
+        # simulator the model was trained on, so the demo validates it first, the operator's way, and says so.
+        version = prediction.current_version(REPO / "models")
+        await self.stack.validate_model(version, VALIDATION_NOTE)
+        rec.note(
+            risk.node,
+            f"model {version} validated on this fleet by the operator path (sickbay model validate --force): "
+            "without it the proactive ladder would run in shadow, journal what it would do and taint nothing",
         )
         forecast.model = self.stack.promote_model()
         forecast.promoted_at = scene.signal

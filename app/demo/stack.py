@@ -667,6 +667,18 @@ class Stack:
         self.kube.load({"pods": [workload_pod(ref, node=node, gpus=1, job=job or name, gang=False)]})
         return ref
 
+    async def validate_model(self, version: str, note: str) -> dict[str, Any]:
+        """Validate a model version on this fleet as an operator would (`sickbay model validate --force`):
+        without it the proactive ladder runs in shadow, taints nothing, and the scene has nothing to show."""
+        body = {"version": version, "force": True, "who": "demo", "note": note}
+        async with self.session.post(
+            f"{self.sickbay_url}/api/v1/model/validate", json=body, headers=self.headers
+        ) as response:
+            data: dict[str, Any] = await response.json()
+            if response.status != 200 or data.get("mode") != "acting":
+                raise StackError(f"could not validate model {version}: {response.status} {data}")
+            return data
+
     def promote_model(self, source: Path = REPO / "models") -> prediction.ModelInfo:
         """Install the trained model in Sickbay's models directory; its next scoring cycle loads it."""
         return prediction.promote_model(source, self.models_dir)

@@ -39,6 +39,8 @@ class Metrics:
     model_recall: Gauge
     proactive_nodes: Gauge
     proactive_refusals: Counter
+    shadow: Gauge
+    shadow_trips: Counter
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
@@ -171,6 +173,19 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
         proactive_refusals=Counter(
             "sickbay_proactive_budget_refusals",
             "Escalations to at-risk act held at warn because the proactive budget was full",
+            registry=registry,
+        ),
+        shadow=Gauge(
+            "sickbay_predict_shadow",
+            "1 (for its reason) while the proactive ladder runs in shadow for the current model: it scores "
+            "and records, it taints nothing; all 0 while it acts",
+            ["reason"],
+            registry=registry,
+        ),
+        shadow_trips=Counter(
+            "sickbay_predict_shadow_trips",
+            "Times the runtime guard sent an acting proactive ladder back to shadow, by reason",
+            ["reason"],
             registry=registry,
         ),
     )

@@ -116,6 +116,7 @@ class ScoringService:
     # node → (consecutive cycles below its level's clear line, the highest level those cycles held)
     _falling: dict[str, tuple[int, domain.RiskLevel]] = field(default_factory=dict)
     _sent: dict[str, datetime] = field(default_factory=dict)
+    _resend_now: bool = False
 
     @classmethod
     def from_prometheus(
@@ -192,12 +193,13 @@ class ScoringService:
         if cycle.scores is None:
             return []
         out: list[domain.Signal] = []
+        resend_now, self._resend_now = self._resend_now, False
         for risk in cycle.scores.nodes:
             before = self._levels.get(risk.node)
             current = before[0] if before is not None else domain.RiskLevel.NONE
             level = self._settle(risk, current, cycle.thresholds)
             if level is current:
-                if level is not domain.RiskLevel.NONE and self._due(risk.node, cycle.at):
+                if level is not domain.RiskLevel.NONE and (resend_now or self._due(risk.node, cycle.at)):
                     # starts_at is the repeat's own time: the inbox would drop an identical key.
                     out.append(to_signal(replace(risk, level=level), now=cycle.at, since=cycle.at))
                     self._sent[risk.node] = cycle.at
@@ -212,6 +214,10 @@ class ScoringService:
             self._sent[risk.node] = cycle.at
             out.append(to_signal(replace(risk, level=level), now=cycle.at, since=cycle.at))
         return out
+
+    def resend_all(self) -> None:
+        """Signal every node at warn or act again in the next `signals` call (after a return to shadow)."""
+        self._resend_now = True
 
     def _due(self, node: str, now: datetime) -> bool:
         if self.resend_s is None:

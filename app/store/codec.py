@@ -76,6 +76,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "decided_at": _time(plan.decided_at),
         "workload": plan.workload,
         "actions": [action_to_dict(a) for a in plan.actions],
+        **({"shadowed": [action_to_dict(a) for a in plan.shadowed]} if plan.shadowed else {}),
     }
 
 

@@ -171,9 +171,15 @@ async def open_world(
     request_timeout: float = 5.0,
     pipeline: dict[str, Any] | None = None,
     grace_scale: float = GRACE_SCALE,
+    validated: tuple[str, ...] = (),
+    prediction: dict[str, Any] | None = None,
 ) -> AsyncIterator[World]:
     """Sickbay against a simulated cluster whose deleted pods stay Terminating for their grace period
-    times `grace_scale` (the default turns 30 s into 0.3 s), as behind a kubelet."""
+    times `grace_scale` (the default turns 30 s into 0.3 s), as behind a kubelet.
+
+    The proactive ladder starts in shadow for every model version, as on a real fleet; the versions in
+    `validated` are validated first through the operator's path (`POST /api/v1/model/validate`, force),
+    so a test of the acting ladder says that it needs one."""
     async with KubeApiServer(seed=seed, grace_scale=grace_scale) as sim:
         kubeconfig = sim.write_kubeconfig(tmp / "kubeconfig")
         clock = Clock()
@@ -189,14 +195,20 @@ async def open_world(
             auth={"mode": "none"},
             inbox={"path": tmp / "sickbay.db"},
             identity="sickbay-test-0",
+            pod_namespace="default",  # where its own Events go (shadow mode): a namespace the seed has
             reconcile_interval_s=3600,
             dry_run=dry_run,
             **({"policy_file": policy} if policy else {}),
             **({"pipeline": pipeline} if pipeline else {}),
+            **({"prediction": prediction} if prediction else {}),
         )
         app = build_app(settings, kube=spy, clock=clock)  # type: ignore[arg-type]
         client = TestClient(TestServer(app))
         await client.start_server()
+        for version in validated:
+            body = {"version": version, "force": True, "who": "test", "note": "the test validates it"}
+            response = await client.post("/api/v1/model/validate", json=body)
+            assert response.status == 200, await response.text()
         configuration = aclient.Configuration()
         await aconfig.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
         reader = aclient.ApiClient(configuration)

@@ -3,6 +3,7 @@ pipeline to the simulated API server, and are read back with the official client
 
 The cluster is the remediation tests' (10 GPU nodes, a 4-rank JobSet on gpu-00..03, a solo pod on gpu-06),
 so the default proactive budget (5%, never below one) lets exactly one node stop new work at a time.
+The hand-made scores' model version ("test") is validated first, as an operator would (`VALIDATED`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from tests.integration.remediation_world import World, eventually, open_world, w
 pytestmark = pytest.mark.slow
 
 WARN, ACT = 0.3, 0.6
+# The ladder acts only for a model validated on this fleet: these tests are about the acting ladder (the
+# shadow ones are in test_shadow_mode.py), so their model is validated by the operator's path first.
+VALIDATED = ("test",)
 T0 = datetime.now(UTC)
 
 
@@ -91,7 +95,7 @@ async def settled(world: World) -> None:
 async def test_warn_then_act_asks_to_checkpoint_the_budget_holds_the_next_and_clearing_removes_it(
     tmp_path: Path,
 ) -> None:
-    async with open_world(tmp_path) as world:
+    async with open_world(tmp_path, validated=VALIDATED) as world:
         risks = Risks(world)
         rank0 = (await world.pods("training", field_selector="spec.nodeName=gpu-00"))[0]
         job = next(o for o in rank0.metadata.owner_references if o.controller)
@@ -165,7 +169,7 @@ async def test_warn_then_act_asks_to_checkpoint_the_budget_holds_the_next_and_cl
 
 
 async def test_a_node_quarantined_for_a_hardware_fault_is_never_touched_by_the_ladder(tmp_path: Path) -> None:
-    async with open_world(tmp_path) as world:
+    async with open_world(tmp_path, validated=VALIDATED) as world:
         risks = Risks(world)
         await world.post_alert(node="gpu-08", xid="79", gpu="3")
         await eventually(lambda: _cordoned(world, "gpu-08"), what="gpu-08 quarantined")
@@ -190,7 +194,7 @@ async def test_a_node_quarantined_for_a_hardware_fault_is_never_touched_by_the_l
 
 async def test_act_drains_the_gpu_pods_only_when_the_policy_enables_it(tmp_path: Path) -> None:
     policy = write_policy(tmp_path, prediction={"drain": True})
-    async with open_world(tmp_path, policy=policy) as world:
+    async with open_world(tmp_path, policy=policy, validated=VALIDATED) as world:
         await Risks(world).score(gpu_06=0.9)
         await taint_becomes(world, "gpu-06", ("act", "NoSchedule"))
         await eventually(lambda: _evicted(world, "solo-a"), what="solo-a evicted")
@@ -202,7 +206,7 @@ async def test_act_drains_the_gpu_pods_only_when_the_policy_enables_it(tmp_path:
 
 
 async def test_dry_run_writes_nothing_and_journals_what_it_would_do(tmp_path: Path) -> None:
-    async with open_world(tmp_path, dry_run=True) as world:
+    async with open_world(tmp_path, dry_run=True, validated=VALIDATED) as world:
         await Risks(world).score(gpu_00=0.9)
         await settled(world)
         assert at_risk(await world.node("gpu-00")) is None
