@@ -205,6 +205,7 @@ async def open_world(
         app = build_app(settings, kube=spy, clock=clock)  # type: ignore[arg-type]
         client = TestClient(TestServer(app))
         await client.start_server()
+        await app[SERVICES].prediction_started()  # it starts in the background
         for version in validated:
             body = {"version": version, "force": True, "who": "test", "note": "the test validates it"}
             response = await client.post("/api/v1/model/validate", json=body)

@@ -44,6 +44,7 @@ async def test_the_shipped_model_loads_scores_and_starts_in_shadow(
     )
     client = await aiohttp_client(build_app(settings, clock=lambda: datetime.fromtimestamp(end, UTC)))
     services = client.app[SERVICES]
+    await services.prediction_started()
     scoring, keeper, pipeline = services.scoring, services.shadow, services.pipeline
     assert scoring is not None
     assert keeper is not None
