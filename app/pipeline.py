@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 import pydantic
 
+from app import backoff
 from app.act import observe
 from app.act.executor import Executor
 from app.act.shadowing import ShadowKeeper
@@ -35,6 +36,7 @@ from app.store import codec, inbox, journal
 log = logging.getLogger(__name__)
 _BATCH = 1000
 _MAX_ATTEMPTS = 8
+_ROW_RETRY = backoff.Backoff(base=2.0, cap=60.0)  # a failed inbox row's node waits 2 s, 4 s, … up to a minute
 _CONTEXT_PER_GPU = 64  # recent signals kept per GPU; rules look at a handful within minutes
 _CONTEXT_GPUS = 50_000  # GPUs whose recent signals stay in memory; older ones reload from the journal
 _UNKNOWN_XIDS_WARNED = 10_000  # (node, XID) pairs remembered as warned; past it the oldest may warn again
@@ -180,7 +182,7 @@ class Pipeline:
             log.error("inbox row %d failed %d times, giving up: %s", row.seq, attempts, error)
             await self._inbox.mark([row.seq], inbox.RowState.FAILED, error=error)
             return
-        delay = min(2.0**attempts, 60.0)
+        delay = _ROW_RETRY.delay(attempts)
         log.warning(
             "inbox row %d (node %s) failed, attempt %d of %d: %s; will retry in %.0fs",
             row.seq,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app import alertsync, api, pipeline, rechecks, status
+from app import alertsync, api, backoff, pipeline, rechecks, status
 from app.act.drain import Drainer
 from app.act.executor import Executor
 from app.act.gatekeeper import GateKeeper
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 _STATUS_ROWS = 20  # refused and unattributed alerts listed on the status page
+_RESTART = backoff.Backoff(base=1.0, cap=60.0)  # a crashed background loop restarts after 1 s, 2 s, … 60 s
 
 
 def utc_now() -> datetime:
@@ -318,8 +319,13 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
     if settings.leader.enabled and isinstance(services.kube, kube_client.KubeClient):
         # A replica restarted in place (same pod) may still carry the label its previous process set.
         await _label_own_pod(services, leader=False)
+        # Its own client on the same connection, so its own token bucket (as controller-runtime gives leader
+        # election its own client): a storm of node writes must not queue the renewals past their deadline.
+        lease_client = kube_client.KubeClient(
+            services.kube.api, qps=settings.kube.qps, burst=settings.kube.burst, now=services.clock
+        )
         elector = kube_leader.LeaderElector(
-            services.kube.api,
+            lease_client,
             name=settings.leader.lease_name,
             namespace=settings.leader.namespace,
             identity=settings.identity,
@@ -568,7 +574,7 @@ async def _sync_alerts_forever(services: Services) -> None:
 
 async def _guarded(run: Callable[[], Awaitable[None]], name: str) -> None:
     """Keep a background loop alive: an unexpected error is logged loudly and the loop restarts."""
-    delay = 1.0
+    crashes = 0
     while True:
         try:
             await run()
@@ -576,9 +582,10 @@ async def _guarded(run: Callable[[], Awaitable[None]], name: str) -> None:
         except asyncio.CancelledError:
             raise
         except Exception:
+            crashes += 1
+            delay = _RESTART.delay(crashes)
             log.exception("background task %s crashed; restarting in %.0fs", name, delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 60.0)
 
 
 def _intake(request: web.Request) -> handlers.Intake:

@@ -15,12 +15,14 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from app import backoff
 from app.domain import PodRef
 from app.kube import errors, port
 
 log = logging.getLogger("app.act")
 FIRST_POLL_S = 0.25
 MAX_POLL_S = 5.0
+POLLS = backoff.Backoff(base=FIRST_POLL_S, cap=MAX_POLL_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +54,10 @@ async def wait_until_gone(
     started = loop.time()
     pending = {d.key: d for d in departures}
     lingering: dict[PodRef, str] = {}
-    delay = FIRST_POLL_S
+    polls = 0
     unlisted = ""
     while pending:
+        polls += 1
         try:
             present = {(p.namespace, p.name): p.uid for p in await kube.list_pods(node=node)}
             unlisted = ""
@@ -75,8 +78,7 @@ async def wait_until_gone(
         if not pending:
             break
         next_end = min(d.wait_until for d in pending.values())
-        await sleep(max(0.0, min(delay, next_end - now)))
-        delay = min(delay * 2, MAX_POLL_S)
+        await sleep(max(0.0, min(POLLS.delay(polls), next_end - now)))
     return lingering
 
 

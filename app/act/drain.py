@@ -19,6 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
+from app import backoff
 from app.act import departures
 from app.act.recorder import Recorder
 from app.act.urgency import Urgency
@@ -34,6 +35,8 @@ _MAX_PARALLEL_EVICTIONS = 8
 # status sync. A pod still there this long after that is stuck (a dead kubelet, a finalizer).
 _KUBELET_SLACK_S = 15.0
 _IN_PROGRESS = "eviction already in progress"
+# After a budget's 429: 1 s, 2 s, … up to 30 s between tries, until the drain deadline.
+EVICTION_RETRY = backoff.Backoff(base=1.0, cap=30.0)
 
 
 class Drainer:
@@ -195,7 +198,6 @@ class Drainer:
     async def _evict_until_deadline(self, action: Action, pod: PodState, *, deadline: float) -> Outcome:
         loop = asyncio.get_running_loop()
         ref = pod.ref
-        delay = 1.0
         attempt = 0
         while True:
             attempt += 1
@@ -212,6 +214,7 @@ class Drainer:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     return await self._past_deadline(action, pod, attempt, str(exc))
+                delay = EVICTION_RETRY.delay(attempt)
                 wait = min(delay, remaining, max(exc.retry_after or 0.0, delay))
                 log.info(
                     "eviction of %s refused (attempt %d: %s); will retry in %.1fs, %.0fs left before the drain deadline",
@@ -222,7 +225,6 @@ class Drainer:
                     remaining,
                 )
                 await self._sleep(wait)
-                delay = min(delay * 2, 30.0)
                 continue
             except errors.KubeError as exc:
                 self._metrics.kube_errors.labels(kind="evict").inc()

@@ -30,10 +30,9 @@ from app.domain import (
     RemediationState,
     RiskLevel,
 )
-from app.kube import errors, port
+from app.kube import conflicts, errors, port
 
 log = logging.getLogger("app.act")
-_CONFLICT_RETRIES = 5
 _ANNOTATION_MAX = 1000  # an annotation is for a person reading `kubectl describe`, not a log
 
 
@@ -83,9 +82,10 @@ class NodeWriter:
         assert name is not None
         cls = FaultClass(action.param("class") or fault.fault_class.value)
         cordon = action.param("cordon") != "false"
-        for attempt in range(1, _CONFLICT_RETRIES + 1):
+
+        async def attempt(number: int) -> WriteResult:
             try:
-                node = known if known is not None and attempt == 1 else await self._kube.get_node(name)
+                node = known if known is not None and number == 1 else await self._kube.get_node(name)
             except errors.NotFoundError:
                 return WriteResult(
                     self._recorder.outcome(action, OutcomeStatus.SKIPPED, "node not found"), None
@@ -122,27 +122,27 @@ class NodeWriter:
                     )
             try:
                 updated = await self._kube.patch_node(patch)
-            except errors.ConflictError:
-                if fresh_quarantine:
-                    self._gates.forget(name)
-                log.info("node %s changed under us (attempt %d); reading it again", name, attempt)
-                continue
             except errors.KubeError as exc:
                 if fresh_quarantine:
                     self._gates.forget(name)
+                if isinstance(exc, errors.ConflictError):
+                    raise
                 return WriteResult(self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc)), node)
             # The condition and the Event follow in the background: the node is out of the pool now,
             # and in a storm the next node's quarantine must not wait behind this one's paperwork.
             self._background(self._aftercare(name, fault, cls))
             return WriteResult(
-                self._recorder.outcome(action, OutcomeStatus.APPLIED, describe(patch), attempts=attempt),
+                self._recorder.outcome(action, OutcomeStatus.APPLIED, describe(patch), attempts=number),
                 updated,
             )
-        return WriteResult(
-            self._recorder.outcome(
-                action, OutcomeStatus.FAILED, f"gave up after {_CONFLICT_RETRIES} conflicts"
-            ),
-            None,
+
+        return await conflicts.retry_on_conflict(
+            attempt, what=f"node {name}", gave_up=lambda: WriteResult(self._gave_up(action), None)
+        )
+
+    def _gave_up(self, action: Action) -> Outcome:
+        return self._recorder.outcome(
+            action, OutcomeStatus.FAILED, f"gave up after {conflicts.TRIES} conflicts"
         )
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
@@ -184,16 +184,17 @@ class NodeWriter:
     async def _at_risk(self, action: Action, wanted: RiskLevel, *, known: NodeState | None) -> AtRiskResult:
         name = action.node
         assert name is not None
-        level, held = wanted, ""
-        for attempt in range(1, _CONFLICT_RETRIES + 1):
+
+        async def attempt(number: int) -> AtRiskResult:
+            level, held = wanted, ""
             fleet: list[NodeState] | None = None
             try:
-                if wanted is RiskLevel.ACT and attempt == 1:
+                if wanted is RiskLevel.ACT and number == 1:
                     # The fresh list is both the re-read of the node and the budget's fleet.
                     fleet = await self._kube.list_nodes()
                     node = next((n for n in fleet if n.name == name), None)
                 else:
-                    node = known if known is not None and attempt == 1 else await self._kube.get_node(name)
+                    node = known if known is not None and number == 1 else await self._kube.get_node(name)
             except errors.NotFoundError:
                 node = None
             if node is None:
@@ -219,8 +220,7 @@ class NodeWriter:
             try:
                 updated = await self._kube.patch_node(patch)
             except errors.ConflictError:
-                log.info("node %s changed under us (attempt %d); reading it again", name, attempt)
-                continue
+                raise
             except errors.KubeError as exc:
                 return AtRiskResult(self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc)), None)
             self._gates.noted(updated)
@@ -232,22 +232,21 @@ class NodeWriter:
             )
             return AtRiskResult(
                 self._recorder.outcome(
-                    action, OutcomeStatus.APPLIED, describe(patch) + held_note, attempts=attempt
+                    action, OutcomeStatus.APPLIED, describe(patch) + held_note, attempts=number
                 ),
                 level,
             )
-        return AtRiskResult(
-            self._recorder.outcome(
-                action, OutcomeStatus.FAILED, f"gave up after {_CONFLICT_RETRIES} conflicts"
-            ),
-            None,
+
+        return await conflicts.retry_on_conflict(
+            attempt, what=f"node {name}", gave_up=lambda: AtRiskResult(self._gave_up(action), None)
         )
 
     async def clear_at_risk(self, action: Action) -> Outcome:
         """Remove the at-risk taint (and the `at-risk` state) once the risk is gone; quarantined nodes stay."""
         name = action.node
         assert name is not None
-        for attempt in range(1, _CONFLICT_RETRIES + 1):
+
+        async def attempt(number: int) -> Outcome:
             try:
                 node = await self._kube.get_node(name)
             except errors.NotFoundError:
@@ -269,14 +268,15 @@ class NodeWriter:
             try:
                 updated = await self._kube.patch_node(patch)
             except errors.ConflictError:
-                continue
+                raise
             except errors.KubeError as exc:
                 return self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc))
             self._gates.noted(updated)
             await self._recorder.node_event(name, "SickbayAtRiskCleared", action.reason)
-            return self._recorder.outcome(action, OutcomeStatus.APPLIED, describe(patch), attempts=attempt)
-        return self._recorder.outcome(
-            action, OutcomeStatus.FAILED, f"gave up after {_CONFLICT_RETRIES} conflicts"
+            return self._recorder.outcome(action, OutcomeStatus.APPLIED, describe(patch), attempts=number)
+
+        return await conflicts.retry_on_conflict(
+            attempt, what=f"node {name}", gave_up=lambda: self._gave_up(action)
         )
 
     async def soft_condition(self, action: Action, *, raise_it: bool) -> Outcome:
@@ -329,18 +329,17 @@ class NodeWriter:
         """Move an owned node to its next remediation state; None if it is no longer ours."""
         if self._dry_run:
             return None
-        for _ in range(_CONFLICT_RETRIES):
+
+        async def attempt(number: int) -> NodeState | None:
             node = await self._kube.get_node(name)
             if not node.owned_by_sickbay:
                 return None
             patch = footprint.state_patch(node, state, **annotations)
             if node.state is state and all((node.annotation(k) or "") == v for k, v in patch.annotations):
                 return node
-            try:
-                return await self._kube.patch_node(patch)
-            except errors.ConflictError:
-                continue
-        return None
+            return await self._kube.patch_node(patch)
+
+        return await conflicts.retry_on_conflict(attempt, what=f"node {name}", gave_up=lambda: None)
 
     async def begin_drain(self, name: str, fault_class: FaultClass) -> NodeState | None:
         """Mark an owned node `draining`; a node coming out of `drain-failed` gets its class back as the
@@ -375,7 +374,8 @@ class NodeWriter:
 
     async def release(self, name: str, *, why: str) -> NodeState | None:
         """Remove exactly Sickbay's marks; an operator's cordon and taints stay."""
-        for _ in range(_CONFLICT_RETRIES):
+
+        async def attempt(number: int) -> NodeState | None:
             node = await self._kube.get_node(name)
             if not node.owned_by_sickbay:
                 return None
@@ -383,20 +383,20 @@ class NodeWriter:
             if self._dry_run:
                 log.info("dry-run: would release %s (%s): %s", name, why, describe(patch))
                 return None
-            try:
-                updated = await self._kube.patch_node(patch)
-            except errors.ConflictError:
-                continue
-            self._gates.forget(name)
-            try:
-                await self._kube.set_node_condition(
-                    name, footprint.healthy_condition(now=self._clock(), message=why)
-                )
-            except errors.KubeError as exc:
-                log.warning("could not set GpuHealthy=True on %s: %s", name, exc)
-            await self._recorder.node_event(name, "SickbayReleased", why)
-            return updated
-        return None
+            return await self._kube.patch_node(patch)
+
+        updated = await conflicts.retry_on_conflict(attempt, what=f"node {name}", gave_up=lambda: None)
+        if updated is None:
+            return None
+        self._gates.forget(name)
+        try:
+            await self._kube.set_node_condition(
+                name, footprint.healthy_condition(now=self._clock(), message=why)
+            )
+        except errors.KubeError as exc:
+            log.warning("could not set GpuHealthy=True on %s: %s", name, exc)
+        await self._recorder.node_event(name, "SickbayReleased", why)
+        return updated
 
 
 def _leave_alone(node: NodeState) -> str:

@@ -22,7 +22,7 @@ from app.agent import nvml as nvml_port
 from app.agent.devices import Gpu, discover_gpus
 from app.agent.events import Clock, EventWatcher, describe_lost, utc_now
 from app.agent.model import XID_GPU_LOST, EventKind, GpuEvent, GpuReading
-from app.agent.pusher import Backoff, Pusher, TokenSource
+from app.agent.pusher import Pusher, TokenSource, delivery_backoff
 from app.agent.readings import GpuReader
 from app.agent.recorder import Recorder
 from app.agent.selfmetrics import AgentMetrics, create_metrics
@@ -114,7 +114,7 @@ class Agent:
                 token=settings.token.get_secret_value() if settings.token else None,
                 token_file=settings.token_file,
             ),
-            backoff=Backoff(settings.backoff_initial_s, settings.backoff_max_s),
+            backoff=delivery_backoff(settings.backoff_initial_s, settings.backoff_max_s),
             rng=self._rng,
             timeout_s=settings.push_timeout_s,
         )

@@ -22,6 +22,7 @@ from pathlib import Path
 import aiohttp
 import pydantic
 
+from app import backoff
 from app.agent import wire
 from app.agent.selfmetrics import AgentMetrics
 from app.agent.spool import Spool, SpooledEvent
@@ -29,16 +30,13 @@ from app.agent.spool import Spool, SpooledEvent
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Delay before retry n (from 0): between half and all of min(max_s, initial_s * 2**n)."""
+def delivery_backoff(initial_s: float, max_s: float) -> backoff.Backoff:
+    """The wait before retry n (from 1): between half and all of min(max_s, initial_s · 2^(n-1)).
 
-    initial_s: float = 0.5
-    max_s: float = 30.0
-
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        ceiling = min(self.max_s, self.initial_s * 2.0 ** min(attempt, 32))
-        return ceiling / 2 + rng.uniform(0, ceiling / 2)
+    The one backoff on half the values, stretched by up to double, so agents that lost the service together
+    do not come back in step; its `longest` is `max_s`.
+    """
+    return backoff.Backoff(base=initial_s / 2, cap=max_s / 2, jitter=1.0)
 
 
 class Outcome(StrEnum):
@@ -80,7 +78,7 @@ class Pusher:
         spool: Spool,
         metrics: AgentMetrics,
         tokens: TokenSource,
-        backoff: Backoff,
+        backoff: backoff.Backoff,
         rng: random.Random,
         timeout_s: float = 10.0,
     ) -> None:
@@ -115,7 +113,7 @@ class Pusher:
             elif result.outcome is Outcome.RETRY:
                 delay = result.retry_after_s
                 if delay is None:
-                    delay = self._backoff.delay(attempt, self._rng)
+                    delay = self._backoff.delay(attempt + 1, rand=self._rng.random())
                 attempt += 1
                 log.info("push attempt %d failed; will retry in %.2fs", attempt, delay)
                 await asyncio.sleep(delay)
@@ -197,7 +195,7 @@ class Pusher:
             seconds = float(header)
         except ValueError:
             return None  # an HTTP date: rare from our own service, the backoff will do
-        return max(0.0, min(seconds, self._backoff.max_s))
+        return max(0.0, min(seconds, self._backoff.longest))
 
     async def _settle(self, seqs: Sequence[int]) -> None:
         await asyncio.to_thread(self._spool.remove, seqs)

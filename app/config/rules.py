@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from app import domain
+from app import backoff, domain
 from app.config import errors
 from app.config.durations import Duration
 
@@ -166,6 +166,13 @@ class RetryPolicy(_Frozen):
     initial: Duration = timedelta(seconds=30)
     factor: float = Field(default=2.0, ge=1.0)
     max: Duration = timedelta(minutes=30)
+
+    @property
+    def waits(self) -> backoff.Backoff:
+        """The policy as the one backoff: `initial` growing by `factor` up to `max`, no jitter."""
+        return backoff.Backoff(
+            base=self.initial.total_seconds(), factor=self.factor, cap=self.max.total_seconds()
+        )
 
     @model_validator(mode="after")
     def _ordered(self) -> RetryPolicy:

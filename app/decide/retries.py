@@ -25,8 +25,7 @@ def backoff(attempt: int, policy: rules.RetryPolicy) -> timedelta:
     """Delay before restart number `attempt` (1-based): initial · factor^(attempt-2), capped; none for the first."""
     if attempt <= 1:
         return timedelta(0)
-    seconds = policy.initial.total_seconds() * policy.factor ** (attempt - 2)
-    return min(timedelta(seconds=seconds), policy.max)
+    return timedelta(seconds=policy.waits.delay(attempt - 1))
 
 
 def prior_on_gpu(history: tuple[PastFault, ...], *, gpu: int | None, fingerprint: str) -> list[PastFault]:

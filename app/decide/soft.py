@@ -32,8 +32,7 @@ class Escalate:
 
 def recheck_delay(check: int, policy: rules.RetryPolicy) -> timedelta:
     """Wait before re-check number `check` (1-based): initial · factor^(check-1), capped at `max`."""
-    seconds = policy.initial.total_seconds() * policy.factor ** max(0, check - 1)
-    return min(timedelta(seconds=seconds), policy.max)
+    return timedelta(seconds=policy.waits.delay(max(1, check)))
 
 
 def condition_reason(fault: Fault) -> str:

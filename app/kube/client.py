@@ -41,7 +41,7 @@ from kubernetes.aio.client.exceptions import OpenApiException
 
 from app import kubenames
 from app.domain import Condition, NodePatch, NodeState, PodState
-from app.kube import convert, errors, retries
+from app.kube import conflicts, convert, errors, retries
 from app.kube.port import EventSpec, KubePort
 from app.kube.ratelimit import Clock, Sleep, TokenBucket, loop_clock
 from app.kube.retries import RetryPolicy
@@ -214,7 +214,7 @@ class KubeClient:
             lambda: self._direct(
                 "PATCH",
                 "/api/v1/nodes/{name}",
-                name=patch.node,
+                path_params={"name": patch.node},
                 query=(("fieldManager", COMPONENT),),
                 body=body,
                 content_type=MERGE_PATCH,
@@ -228,8 +228,8 @@ class KubeClient:
         The node is read first to know the current status; the write carries that read's resourceVersion, and a
         409 (the kubelet wrote in between) re-reads and tries again.
         """
-        conflict: errors.ConflictError | None = None
-        for _ in range(_CONDITION_WRITE_TRIES):
+
+        async def attempt(number: int) -> None:
             raw = await self._get_node_json(node)
             current = convert.node_state(raw, gpu_resources=self.gpu_resources).condition(condition.type)
             body = convert.condition_patch(
@@ -238,13 +238,11 @@ class KubeClient:
                 now=self._now(),
                 resource_version=str((raw.get("metadata") or {}).get("resourceVersion") or ""),
             )
-            try:
-                await self._patch_node_status(node, body)
-                return
-            except errors.ConflictError as error:
-                conflict = error
-        assert conflict is not None
-        raise conflict
+            await self._patch_node_status(node, body)
+
+        await conflicts.retry_on_conflict(
+            attempt, what=f"node {node}", tries=_CONDITION_WRITE_TRIES, sleep=self._sleep, rand=self._rand
+        )
 
     async def _patch_node_status(self, node: str, body: JsonObj) -> None:
         _node_name(node)
@@ -443,7 +441,28 @@ class KubeClient:
     async def _get_node_json(self, name: str) -> JsonObj:
         _node_name(name)
         return await self._send(
-            f"GET node {name}", lambda: self._direct("GET", "/api/v1/nodes/{name}", name=name)
+            f"GET node {name}",
+            lambda: self._direct("GET", "/api/v1/nodes/{name}", path_params={"name": name}),
+        )
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        body: JsonObj | None = None,
+        retry: RetryPolicy | None = None,
+        path_params: Mapping[str, str] | None = None,
+    ) -> JsonObj:
+        """One logical call on a raw API path (`/apis/…/leases/{name}`), for the callers in `app.kube` that
+        have no generated method worth its cost: paced by the token bucket, retried per `retry` (the client's
+        own policy by default), answered as JSON or a typed error. The leader elector's Lease calls use it."""
+        policy = retry or self.retry
+        return await self._send(
+            what,
+            lambda: self._direct(method, path, body=body, limit_s=policy.timeout, path_params=path_params),
+            retry=policy,
         )
 
     async def _direct(
@@ -454,21 +473,24 @@ class KubeClient:
         query: Sequence[tuple[str, str | int]] = (),
         body: JsonObj | None = None,
         content_type: str = "application/json",
-        **path_params: str,
+        limit_s: float | None = None,
+        path_params: Mapping[str, str] | None = None,
     ) -> aiohttp.ClientResponse:
         """One request through the official client's transport (auth, TLS, kubeconfig), without the generated
         method around it: those validate every argument with pydantic on each call, which is most of the CPU a
-        storm of node reads and writes costs. Used for the calls on the quarantine path only."""
+        storm of node reads and writes costs. The one place a raw request is built: the quarantine path and
+        `call` use it."""
         params = await self.api.param_serialize(
             method=method,
             resource_path=path,
-            path_params=path_params,
+            path_params=dict(path_params or {}),
             query_params=list(query),
             header_params={"Accept": "application/json", "Content-Type": content_type},
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = await self.api.call_api(*params, _request_timeout=self._timeout)
+        limit = self._timeout if limit_s is None else limit_s
+        response = await self.api.call_api(*params, _request_timeout=limit)
         return response.response  # type: ignore[no-any-return]
 
     async def _list(
@@ -484,22 +506,24 @@ class KubeClient:
             if not token:
                 return items
 
-    async def _send(self, what: str, request: Request) -> JsonObj:
-        """One logical call: paced, retried per `self.retry`, answered as JSON or a typed error."""
+    async def _send(self, what: str, request: Request, *, retry: RetryPolicy | None = None) -> JsonObj:
+        """One logical call: paced, retried per `retry` (default `self.retry`), answered as JSON or a typed
+        error. Every request of the client, and of the leader elector through `call`, goes through here."""
+        policy = retry or self.retry
 
         async def attempt() -> JsonObj:
             await self.bucket.acquire()
-            return await self._attempt(what, request)
+            return await self._attempt(what, request, limit_s=float(policy.timeout))
 
         return await retries.call_with_retries(
-            attempt, what=what, policy=self.retry, sleep=self._sleep, rand=self._rand, on_attempt=self._count
+            attempt, what=what, policy=policy, sleep=self._sleep, rand=self._rand, on_attempt=self._count
         )
 
     def _count(self) -> None:
         self.attempts += 1
 
-    async def _attempt(self, what: str, request: Request) -> JsonObj:
-        return await request_json(what, request, limit_s=self._timeout)
+    async def _attempt(self, what: str, request: Request, *, limit_s: float) -> JsonObj:
+        return await request_json(what, request, limit_s=limit_s)
 
 
 async def connect(

@@ -33,12 +33,11 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-import aiohttp
-from kubernetes.aio import client as k8s
-
+from app import backoff
 from app.kube import convert, errors
-from app.kube.client import request_json, utc_now
+from app.kube.client import KubeClient, utc_now
 from app.kube.ratelimit import Clock, Sleep, loop_clock
+from app.kube.retries import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +51,7 @@ LEASE_PATH = LEASES_PATH + "/{name}"
 class LeaderElector:
     """Campaign for one Lease and run a callback while holding it.
 
-    elector = LeaderElector(kube.api, name="sickbay", namespace="sickbay-system", identity=pod_name)
+    elector = LeaderElector(kube, name="sickbay", namespace="sickbay-system", identity=pod_name)
     task = asyncio.create_task(elector.run(start_leading, stop_leading))
     ...
     task.cancel()              # on shutdown: stops leading (on_stopped_leading runs) ...
@@ -61,7 +60,7 @@ class LeaderElector:
 
     def __init__(
         self,
-        api: k8s.ApiClient,
+        kube: KubeClient,
         *,
         name: str,
         namespace: str,
@@ -93,7 +92,11 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.jitter = jitter
-        self._api = api
+        # Every Lease call goes through the client's one request path (paced by its token bucket), tried
+        # once: the campaign itself is the retry, every `retry_period`.
+        self._kube = kube
+        self._once = RetryPolicy(attempts=1, timeout=max(retry_period, 0.1))
+        self._tries = backoff.Backoff(base=retry_period, factor=1.0, jitter=jitter)
         self._clock = clock
         self._sleep = sleep
         self._now = now
@@ -170,7 +173,7 @@ class LeaderElector:
             if holder != announced:
                 log.info("lease %s is held by %s; %s follows", self.lease, holder, self.identity)
                 announced = holder
-            await self._sleep(self.retry_period * (1.0 + self.jitter * self._rand()))
+            await self._sleep(self._tries.delay(1, rand=self._rand()))
         return False
 
     async def _lead(self, on_started_leading: Callback) -> bool:
@@ -332,19 +335,11 @@ class LeaderElector:
         return await self._send("GET", None)
 
     async def _send(self, method: str, body: JsonObj | None) -> JsonObj:
-        path = LEASE_PATH if method != "POST" else LEASES_PATH
-        what = f"{method} lease {self.lease}"
-
-        async def request() -> aiohttp.ClientResponse:
-            params = await self._api.param_serialize(
-                method=method,
-                resource_path=path,
-                path_params={"namespace": self.namespace, "name": self.name},
-                header_params={"Accept": "application/json", "Content-Type": "application/json"},
-                body=body,
-                auth_settings=["BearerToken"],
-            )
-            response = await self._api.call_api(*params, _request_timeout=float(self.retry_period))
-            return response.response  # type: ignore[no-any-return]
-
-        return await request_json(what, request, limit_s=max(self.retry_period, 0.1))
+        return await self._kube.call(
+            method,
+            LEASE_PATH if method != "POST" else LEASES_PATH,
+            what=f"{method} lease {self.lease}",
+            body=body,
+            retry=self._once,
+            path_params={"namespace": self.namespace, "name": self.name},
+        )

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from app import backoff
 from app.kube import errors
 
 log = logging.getLogger(__name__)
@@ -51,10 +52,10 @@ class RetryPolicy:
         if self.timeout <= 0:
             raise ValueError(f"timeout must be positive, got {self.timeout}")
 
-    def backoff(self, failed_attempt: int, *, rand: float) -> float:
-        """Seconds to wait after the `failed_attempt`-th try failed; `rand` is uniform in [0, 1)."""
-        exponential = min(self.cap, self.base * 2.0 ** (failed_attempt - 1))
-        return exponential * (1.0 + self.jitter * rand)
+    @property
+    def waits(self) -> backoff.Backoff:
+        """The backoff between attempts: `base` doubling up to `cap`, stretched by `jitter`."""
+        return backoff.Backoff(base=self.base, cap=self.cap, jitter=self.jitter)
 
 
 def is_retryable(error: errors.KubeError) -> bool:
@@ -99,7 +100,7 @@ async def call_with_retries(
                     )
                 raise
             retry_after = error.retry_after if isinstance(error, errors.TooManyRequestsError) else None
-            delay = retry_after if retry_after is not None else policy.backoff(number, rand=rand())
+            delay = retry_after if retry_after is not None else policy.waits.delay(number, rand=rand())
             log.info(
                 "attempt %d/%d of %s %s; will retry in %.1fs",
                 number,

@@ -18,7 +18,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.agent.model import EventKind, GpuEvent, GpuIdentity, PodRef
-from app.agent.pusher import Backoff, Outcome, Pusher, TokenSource
+from app.agent.pusher import Outcome, Pusher, TokenSource, delivery_backoff
 from app.agent.recorder import Recorder
 from app.agent.selfmetrics import AgentMetrics, create_metrics
 from app.agent.spool import Spool
@@ -68,7 +68,7 @@ def build(
         spool=spool,
         metrics=metrics,
         tokens=tokens or TokenSource(token=TOKEN),
-        backoff=Backoff(initial_s=0.01, max_s=0.05),
+        backoff=delivery_backoff(initial_s=0.01, max_s=0.05),
         rng=random.Random(7),
         timeout_s=2,
     )
@@ -307,9 +307,9 @@ def test_the_spool_ignores_an_id_it_already_holds(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("attempt", range(12))
 def test_backoff_is_capped_and_jittered(attempt: int) -> None:
-    backoff = Backoff(initial_s=0.5, max_s=30.0)
+    backoff = delivery_backoff(initial_s=0.5, max_s=30.0)
     ceiling = min(30.0, 0.5 * 2**attempt)
-    delays = {backoff.delay(attempt, random.Random(seed)) for seed in range(20)}
+    delays = {backoff.delay(attempt + 1, rand=random.Random(seed).random()) for seed in range(20)}
 
     assert all(ceiling / 2 <= d <= ceiling for d in delays)
     assert len(delays) > 1
