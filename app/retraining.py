@@ -26,10 +26,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from app import schedule
 from app.config.settings import PredictionSettings
 from app.predict import history as predict_history
 from app.predict import prometheus as predict_prometheus
@@ -145,6 +145,7 @@ class Retraining:
         is_leader: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         reader: predict_prometheus.Reader | None = None,
+        scheduler: schedule.Scheduler | None = None,
     ) -> None:
         if not settings.prometheus_url and reader is None:
             raise ValueError("retraining needs prediction.prometheus_url")
@@ -164,21 +165,11 @@ class Retraining:
         self.metrics = RetrainMetrics.create(registry)
         self.trigger = cron_trigger(settings.retrain_cron)
         self.last: predict_retrain.RetrainOutcome | None = None
-        self._scheduler: AsyncIOScheduler | None = None
+        self._jobs = schedule.Jobs(scheduler)  # the service's scheduler, or one of its own (tests)
         self._running = asyncio.Lock()
 
     async def start(self) -> None:
-        scheduler = AsyncIOScheduler(timezone=UTC)
-        scheduler.add_job(
-            self.run_once,
-            self.trigger,
-            id=JOB_ID,
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=3600,
-        )
-        scheduler.start()
-        self._scheduler = scheduler
+        self._jobs.add(JOB_ID, self.run_once, self.trigger, misfire_grace_s=3600)
         log.info(
             "retraining scheduled (%s UTC, %g days of history); next run %s",
             self._settings.retrain_cron,
@@ -187,10 +178,7 @@ class Retraining:
         )
 
     def next_run(self) -> datetime | None:
-        if self._scheduler is None:
-            return None
-        job = self._scheduler.get_job(JOB_ID)
-        return job.next_run_time if job is not None else None
+        return self._jobs.scheduler.next_run(JOB_ID)
 
     async def run_once(self) -> predict_retrain.RetrainOutcome | None:
         """One retraining run in a worker thread; never raises (the service must not notice a failure)."""
@@ -262,6 +250,4 @@ class Retraining:
         self.metrics.last_seconds.set(seconds)
 
     async def stop(self) -> None:
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=False)
-            self._scheduler = None
+        self._jobs.stop()

@@ -1,8 +1,9 @@
 """Builds the aiohttp application and wires every part; owns start-up and shutdown order.
 
 Composition only: the inbox, journal, Kubernetes client, actuators, pipeline and reconciler are created
-here and handed to each other. Background work runs as named, guarded tasks inside a `cleanup_ctx`, so
-shutdown cancels and awaits them. Only the leader consumes the inbox and reconciles; every replica
+here and handed to each other. Periodic background work runs as jobs on the one scheduler
+(`app.schedule`), the inbox consumer as a guarded task; both inside a `cleanup_ctx`, so shutdown cancels
+and awaits them. Only the leader consumes the inbox and reconciles; every replica
 serves health and metrics. Reads no argv or environment (that is `cli`'s job).
 """
 
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app import alertsync, api, backoff, pipeline, rechecks, status
+from app import alertsync, api, backoff, pipeline, rechecks, schedule, status
 from app.act.drain import Drainer
 from app.act.executor import Executor
 from app.act.gatekeeper import GateKeeper
@@ -51,12 +52,12 @@ from app.store import deadletter, inbox, journal
 from app.store.validation import ValidationLog
 
 if TYPE_CHECKING:
-    from app import retraining, schedule, validation
+    from app import retraining, scoring, validation
 
 log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 _STATUS_ROWS = 20  # refused and unattributed alerts listed on the status page
-_RESTART = backoff.Backoff(base=1.0, cap=60.0)  # a crashed background loop restarts after 1 s, 2 s, … 60 s
+_RESTART = backoff.Backoff(base=1.0, cap=60.0)  # a crashed inbox consumer restarts after 1 s, 2 s, … 60 s
 
 
 def utc_now() -> datetime:
@@ -78,7 +79,8 @@ class Services:
     kube: port.KubePort | None = None
     gates: GateKeeper | None = None
     reconciler: Reconciler | None = None
-    scoring: schedule.Scoring | None = None
+    scheduler: schedule.Scheduler | None = None
+    scoring: scoring.Scoring | None = None
     retraining: retraining.Retraining | None = None
     shadow: ShadowKeeper | None = None
     validation: validation.Validation | None = None
@@ -122,6 +124,7 @@ def build_app(
     # Our own size check streams the body and answers 413 with JSON; aiohttp's limit must not pre-empt it.
     app = web.Application(client_max_size=settings.max_body_bytes * 2, middlewares=[_observe])
     app[SERVICES] = services
+    app.cleanup_ctx.append(_scheduling)
     app.cleanup_ctx.append(_storage)
     app.cleanup_ctx.append(_cluster)
     app.cleanup_ctx.append(_leadership)
@@ -142,6 +145,17 @@ def build_app(
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
     return app
+
+
+async def _scheduling(app: web.Application) -> AsyncIterator[None]:
+    """The one scheduler every periodic job runs on; it stops last, after everything that registered jobs."""
+    services = app[SERVICES]
+    services.scheduler = schedule.Scheduler(failures=services.metrics.job_failures)
+    services.scheduler.start()
+    try:
+        yield
+    finally:
+        services.scheduler.shutdown()
 
 
 async def _storage(app: web.Application) -> AsyncIterator[None]:
@@ -390,8 +404,8 @@ async def _start_prediction(services: Services) -> None:
     assert services.inbox is not None
     try:
         # In a worker thread: an import this heavy would stall the event loop that serves alerts.
-        scheduling = await asyncio.to_thread(importlib.import_module, "app.schedule")
-        scoring: schedule.Scoring = scheduling.Scoring(
+        scoring_module = await asyncio.to_thread(importlib.import_module, "app.scoring")
+        scorer: scoring.Scoring = scoring_module.Scoring(
             services.settings.prediction,
             box=services.inbox,
             metrics=services.metrics,
@@ -400,16 +414,17 @@ async def _start_prediction(services: Services) -> None:
             journal_=services.journal,
             on_model=lambda version: _model_loaded(services, version),
             guard=lambda cycle: _guard(services, cycle),
+            scheduler=services.scheduler,
         )
-        await scoring.start()
+        await scorer.start()
     except asyncio.CancelledError:
         raise
     except Exception:  # prediction must never stop the alert path from serving
         log.exception("risk scoring could not start; remediating from alerts only")
         return
-    services.scoring = scoring
-    services.validation = await _start_validation(services, scoring)
-    services.retraining = await _start_retraining(services, scoring)
+    services.scoring = scorer
+    services.validation = await _start_validation(services, scorer)
+    services.retraining = await _start_retraining(services, scorer)
 
 
 async def _model_loaded(services: Services, version: str) -> None:
@@ -420,7 +435,7 @@ async def _model_loaded(services: Services, version: str) -> None:
         services.validation.soon()
 
 
-async def _guard(services: Services, cycle: schedule.ScoredCycle) -> bool:
+async def _guard(services: Services, cycle: scoring.ScoredCycle) -> bool:
     """The runtime guard on one scored cycle; True when it sent the ladder back to shadow."""
     keeper, scores = services.shadow, cycle.scores
     if keeper is None or scores is None or not services.leader:  # the leader's ladder is the one that acts
@@ -434,7 +449,7 @@ async def _guard(services: Services, cycle: schedule.ScoredCycle) -> bool:
     return await keeper.guard(scores.model_version, reading) is not None
 
 
-async def _start_validation(services: Services, scoring: schedule.Scoring) -> validation.Validation | None:
+async def _start_validation(services: Services, scoring: scoring.Scoring) -> validation.Validation | None:
     """The shadow-mode backtest, with a Prometheus URL only; the leader runs it."""
     settings = services.settings.prediction
     if not settings.validate_enabled or not settings.prometheus_url or services.shadow is None:
@@ -450,6 +465,7 @@ async def _start_validation(services: Services, scoring: schedule.Scoring) -> va
             model=lambda: scoring.service.model,
             is_leader=lambda: services.leader,
             clock=services.clock,
+            scheduler=services.scheduler,
         )
         await job.start()
     except Exception:  # the backtest must never stop the service; the ladder then stays in shadow
@@ -458,7 +474,7 @@ async def _start_validation(services: Services, scoring: schedule.Scoring) -> va
     return job
 
 
-async def _start_retraining(services: Services, scoring: schedule.Scoring) -> retraining.Retraining | None:
+async def _start_retraining(services: Services, scoring: scoring.Scoring) -> retraining.Retraining | None:
     """The weekly retraining job, with a Prometheus URL only; it runs on the leader and reloads scoring."""
     settings = services.settings.prediction
     if not settings.retrain_enabled or not settings.prometheus_url:
@@ -473,6 +489,7 @@ async def _start_retraining(services: Services, scoring: schedule.Scoring) -> re
             on_promoted=scoring.reload,
             is_leader=lambda: services.leader,
             clock=services.clock,
+            scheduler=services.scheduler,
         )
         await job.start()
     except Exception:  # retraining must never stop the service from serving
@@ -490,19 +507,23 @@ async def _start_leading(services: Services) -> None:
     await _label_own_pod(services, leader=True)
     assert services.pipeline is not None
     services.tasks.append(asyncio.create_task(_guarded(services.pipeline.run, "pipeline"), name="pipeline"))
+    for job, run, seconds in _leader_jobs(services):
+        assert services.scheduler is not None
+        services.scheduler.every(job, run, seconds=seconds, now=True)
+
+
+def _leader_jobs(services: Services) -> list[tuple[str, Callable[[], Awaitable[object]], float]]:
+    """The leader's periodic work, each run at once on taking the lead and then every interval."""
+    settings = services.settings
+    jobs: list[tuple[str, Callable[[], Awaitable[object]], float]] = []
     if services.reconciler is not None:
-        services.tasks.append(
-            asyncio.create_task(_guarded(lambda: _reconcile_forever(services), "reconcile"), name="reconcile")
+        jobs.append(("reconcile", services.reconciler.run_once, settings.reconcile_interval_s))
+    jobs.append(("recheck", lambda: _recheck_once(services), settings.pipeline.recheck_poll_s))
+    if settings.alertmanager_url:
+        jobs.append(
+            ("alert-sync", lambda: _sync_alerts_once(services), settings.alertmanager_sync_interval_s)
         )
-    services.tasks.append(
-        asyncio.create_task(_guarded(lambda: _recheck_forever(services), "recheck"), name="recheck")
-    )
-    if services.settings.alertmanager_url:
-        services.tasks.append(
-            asyncio.create_task(
-                _guarded(lambda: _sync_alerts_forever(services), "alert-sync"), name="alert-sync"
-            )
-        )
+    return jobs
 
 
 async def _stop_leading(services: Services) -> None:
@@ -510,6 +531,8 @@ async def _stop_leading(services: Services) -> None:
         return
     services.leader = False
     services.metrics.leader.set(0)
+    if services.scheduler is not None:  # the leader's jobs end with its lead, runs in flight included
+        await asyncio.gather(*(services.scheduler.cancel(job) for job, _, _ in _leader_jobs(services)))
     for task in services.tasks:
         task.cancel()
     await asyncio.gather(*services.tasks, return_exceptions=True)
@@ -535,45 +558,34 @@ async def _label_own_pod(services: Services, *, leader: bool) -> None:
         )
 
 
-async def _reconcile_forever(services: Services) -> None:
-    assert services.reconciler is not None
-    while True:
-        await services.reconciler.run_once()
-        await asyncio.sleep(services.settings.reconcile_interval_s)
-
-
-async def _recheck_forever(services: Services) -> None:
+async def _recheck_once(services: Services) -> None:
     """Hand due re-checks of transient signals to the pipeline (leader only, like the pipeline itself)."""
     assert services.journal is not None
     assert services.inbox is not None
-    while True:
-        await rechecks.enqueue_due(book=services.journal, box=services.inbox, clock=services.clock)
-        await asyncio.sleep(services.settings.pipeline.recheck_poll_s)
+    await rechecks.enqueue_due(book=services.journal, box=services.inbox, clock=services.clock)
 
 
-async def _sync_alerts_forever(services: Services) -> None:
+async def _sync_alerts_once(services: Services) -> None:
     """On becoming leader and then periodically: catch up with what Alertmanager says is firing."""
     settings = services.settings
     assert settings.alertmanager_url is not None
     assert services.inbox is not None
     assert services.journal is not None
-    while True:
-        try:
-            await alertsync.sync(
-                url=settings.alertmanager_url,
-                receiver=settings.alertmanager_receiver,
-                box=services.inbox,
-                book=services.journal,
-                keys=signals.NodeKeys.of(settings),
-                clock=services.clock,
-            )
-        except alertsync.AlertSyncError as exc:
-            log.warning("alert reconciliation skipped: %s; will try again", exc)
-        await asyncio.sleep(settings.alertmanager_sync_interval_s)
+    try:
+        await alertsync.sync(
+            url=settings.alertmanager_url,
+            receiver=settings.alertmanager_receiver,
+            box=services.inbox,
+            book=services.journal,
+            keys=signals.NodeKeys.of(settings),
+            clock=services.clock,
+        )
+    except alertsync.AlertSyncError as exc:
+        log.warning("alert reconciliation skipped: %s; will try again", exc)
 
 
 async def _guarded(run: Callable[[], Awaitable[None]], name: str) -> None:
-    """Keep a background loop alive: an unexpected error is logged loudly and the loop restarts."""
+    """Keep the inbox consumer alive: an unexpected error is logged loudly and the loop restarts."""
     crashes = 0
     while True:
         try:

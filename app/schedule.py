@@ -1,9 +1,13 @@
-"""Scheduled work (APScheduler): the risk-scoring cycle. Jobs enqueue signals, they never act directly.
+"""The service's one scheduler (APScheduler): all periodic background work runs here, as named jobs.
 
-Each cycle scores every GPU from Prometheus in a worker thread and turns level changes into `at-risk`
-signals in the inbox, where the pipeline handles them like any alert. A missing or corrupt model means
-rules-only (logged at start and on every reload); Prometheus being down pauses scoring; neither touches
-the alert path.
+On every replica: risk scoring (`app.scoring`), the shadow-mode backtest (`app.validation`) and retraining
+(`app.retraining`), each of which checks leadership itself. On the leader only, registered when it starts
+leading and cancelled when it stops: reconciliation, re-checks of transient signals and the catch-up with
+Alertmanager (`app.runtime`). Jobs enqueue work or run one pass of a reconciler; none owns a loop.
+
+Every job runs at most once at a time and missed runs coalesce into one. A job that fails is logged and
+counted (`sickbay_job_failures_total{job}`) and simply runs again at its next time: no failure ends the
+schedule. The inbox consumer (`Pipeline.run`) is not periodic and stays a task of its own.
 """
 
 from __future__ import annotations
@@ -12,187 +16,131 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
 from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
-
-from app.config import rules
-from app.config.settings import PredictionSettings
-from app.obs.metrics import Metrics
-from app.predict import prometheus as predict_prometheus
-from app.predict import registry as predict_registry
-from app.predict import service as predict_service
-from app.store import inbox, journal
+from prometheus_client import Counter
 
 log = logging.getLogger(__name__)
-STOP_GRACE_S = 10.0
-ScoredCycle = predict_service.Cycle
-SHIPPED_MODELS = PredictionSettings().models_dir  # the install's models/, whatever models_dir is set to
+Run = Callable[[], Awaitable[object]]
 
 
-class Scoring:
-    def __init__(
-        self,
-        settings: PredictionSettings,
-        *,
-        box: inbox.Inbox,
-        metrics: Metrics,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        policy: rules.PredictionPolicy | None = None,
-        journal_: journal.Journal | None = None,
-        on_model: Callable[[str], Awaitable[object]] | None = None,
-        guard: Callable[[predict_service.Cycle], Awaitable[bool]] | None = None,
+class Scheduler:
+    """One AsyncIOScheduler and the runs in flight of its jobs. Start it on the running event loop."""
+
+    def __init__(self, *, failures: Counter | None = None) -> None:
+        self._scheduler = AsyncIOScheduler(timezone=UTC)
+        self._failures = failures  # labelled by job
+        self._running: dict[str, asyncio.Task[Any]] = {}
+        self._cancelled: set[asyncio.Task[Any]] = set()
+        self.started = False
+
+    def start(self) -> None:
+        if not self.started:
+            self._scheduler.start()
+            self.started = True
+
+    def shutdown(self) -> None:
+        """Stop scheduling; runs in flight finish on their own (cancel the ones that must not)."""
+        if self.started:
+            self._scheduler.shutdown(wait=False)
+            self.started = False
+
+    def every(
+        self, job: str, run: Run, *, seconds: float, misfire_grace_s: float = 60, now: bool = False
     ) -> None:
-        # `on_model(version)` when a model version is first seen loaded (shadow mode starts a new one in
-        # shadow); `guard(cycle)` after each scored cycle, True when it sent the ladder back to shadow.
-        self._on_model = on_model
-        self._guard = guard
-        self._announced: str | None = None
-        self._metrics = metrics
-        self._settings = settings
-        self._box = box
-        self._journal = journal_
-        self._clock = clock
-        reader = predict_prometheus.ReaderSettings(
-            url=settings.prometheus_url or "http://127.0.0.1:9090", lookback_s=settings.lookback_s
-        )
-        ladder = policy or rules.PredictionPolicy()  # thresholds and hysteresis of the at-risk levels
-        self.service = predict_service.ScoringService.from_prometheus(
-            settings.models_dir,
-            reader,
-            metrics=predict_service.PredictMetrics.create(metrics.registry),
-            warn=ladder.warn,
-            act=ladder.act,
-            clear_margin=ladder.clear_margin,
-            clear_after=ladder.clear_after,
-            resend_s=ladder.resend.total_seconds(),
-        )
-        self.last: predict_service.Cycle | None = None
-        self._scheduler: AsyncIOScheduler | None = None
-        self._loading: asyncio.Task[None] | None = None
-        self._cycle: asyncio.Task[object] | None = None
+        """Run `run()` every `seconds`, the first time at once with `now`, else after one interval."""
+        first = {"next_run_time": datetime.now(UTC)} if now else {}
+        self.add(job, run, IntervalTrigger(seconds=seconds), misfire_grace_s=misfire_grace_s, **first)
 
-    async def start(self) -> None:
-        """Load the model in the background (start-up and readiness never wait on it), then schedule."""
-        self._loading = asyncio.create_task(self._load_and_schedule(), name="predict-start")
-
-    async def loaded(self) -> None:
-        """Wait until the first model load finished (tests; the status page does not need to)."""
-        if self._loading is not None:
-            await asyncio.shield(self._loading)
-
-    async def _load_and_schedule(self) -> None:
-        await asyncio.to_thread(self._seed)
-        await asyncio.to_thread(self.service.reload)  # says loudly when the model is missing or bad
-        self._export_card()
-        await self._announce()
-        if not self._settings.prometheus_url:
-            log.info(
-                "risk scoring has no Prometheus URL (prediction.prometheus_url): the model is loaded, not run"
-            )
-            return
-        scheduler = AsyncIOScheduler(timezone=UTC)
-        scheduler.add_job(
-            self.score_once,
-            IntervalTrigger(seconds=self._settings.interval_s),
-            id="predict-score",
+    def add(self, job: str, run: Run, trigger: Any, *, misfire_grace_s: float, **options: Any) -> None:
+        """Run `run()` on any APScheduler trigger (a cron line, say); a job of the same name is replaced."""
+        self._scheduler.add_job(
+            self._guarded,
+            trigger,
+            args=(job, run),
+            id=job,
+            name=job,
             max_instances=1,
             coalesce=True,
-            misfire_grace_time=60,
-            next_run_time=self._clock(),
+            misfire_grace_time=misfire_grace_s,
+            replace_existing=True,
+            **options,
         )
-        scheduler.start()
-        self._scheduler = scheduler
 
-    def _seed(self) -> None:
-        """A fresh, writable models directory starts from the shipped model (retraining then improves it)."""
-        if not self._settings.seed_from_shipped:
+    def soon(self, job: str) -> None:
+        """Run the job now, then on its schedule again."""
+        if self._scheduler.get_job(job) is not None:
+            self._scheduler.modify_job(job, next_run_time=datetime.now(UTC))
+
+    def next_run(self, job: str) -> datetime | None:
+        scheduled = self._scheduler.get_job(job)
+        return getattr(scheduled, "next_run_time", None) if scheduled is not None else None
+
+    def remove(self, job: str) -> None:
+        """No more runs of `job`; one in flight finishes."""
+        if self._scheduler.get_job(job) is not None:
+            self._scheduler.remove_job(job)
+
+    async def cancel(self, job: str) -> None:
+        """No more runs of `job`, and the one in flight is cancelled and awaited (a leader stepping down)."""
+        self.remove(job)
+        task = self._running.get(job)
+        if task is None or task.done() or task is asyncio.current_task():
             return
-        source = SHIPPED_MODELS
+        self._cancelled.add(task)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    async def _guarded(self, job: str, run: Run) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._running[job] = task
         try:
-            version = predict_registry.seed(self._settings.models_dir, source)
-        except (predict_registry.ModelUnavailable, OSError) as exc:
-            log.error("could not seed %s from %s: %s", self._settings.models_dir, source, exc)
-            return
-        if version is not None:
-            log.info("risk model %s copied from %s into %s", version, source, self._settings.models_dir)
-
-    def reload(self) -> None:
-        """Load the current model again (after a promotion or a rollback) and export its card. Blocking."""
-        self.service.reload()
-        self._export_card()
-
-    async def score_once(self) -> None:
-        self._cycle = asyncio.current_task()
-        cycle = await asyncio.to_thread(self.service.run_once, self._clock())
-        await self._announce()
-        await self.handle(cycle)
-
-    async def handle(self, cycle: predict_service.Cycle) -> None:
-        """A cycle's results: gauges, the journal, the runtime guard, then the signals of level changes."""
-        self.last = cycle
-        self._export_scores(cycle)
-        await self._journal_risks(cycle)
-        if cycle.scores is not None and self._guard is not None and await self._guard(cycle):
-            # Back to shadow: every flagged node's level goes out again now, and in shadow each signal
-            # for a tainted node plans the taint's removal, so the taints go within this cycle.
-            self.service.resend_all()
-        signals = self.service.signals(cycle)
-        if signals:
-            await self._box.append([inbox.record_of(signal) for signal in signals])
-
-    async def _announce(self) -> None:
-        """Tell `on_model` about a model version loaded since the last call (the first, or a promotion)."""
-        model = self.service.model
-        if model is None or self._on_model is None or model.card.version == self._announced:
-            return
-        try:
-            await self._on_model(model.card.version)
-        except Exception:  # the scorer scores on; the ladder stays in shadow for a version it cannot record
-            log.exception("could not record risk model %s's standing", model.card.version)
-            return
-        self._announced = model.card.version
-
-    async def _journal_risks(self, cycle: predict_service.Cycle) -> None:
-        """Keep what the model saw at warn and above; a journal fault loses this record, not the cycle."""
-        if self._journal is None or cycle.scores is None:
-            return
-        try:
-            await self._journal.record_risks(cycle.at, cycle.scores.gpus)
+            await run()
+        except asyncio.CancelledError:
+            if task not in self._cancelled:
+                raise
+            # Cancelled by `cancel`: the job is over, not failed (APScheduler would log it as an error).
         except Exception:
-            log.exception("could not journal this cycle's risks")
+            log.exception("background job %s failed; it runs again at its next time", job)
+            if self._failures is not None:
+                self._failures.labels(job=job).inc()
+        finally:
+            self._cancelled.discard(task)
+            if self._running.get(job) is task:
+                del self._running[job]
 
-    def _export_card(self) -> None:
-        model = self.service.model
-        self._metrics.model_info.clear()
-        if model is None:
-            return
-        holdout = model.card.metrics.get("holdout", {})
-        self._metrics.model_info.labels(version=model.card.version).set(1)
-        self._metrics.model_precision.set(float(holdout.get("precision", 0.0)))
-        self._metrics.model_recall.set(float(holdout.get("recall", 0.0)))
 
-    def _export_scores(self, cycle: predict_service.Cycle) -> None:
-        if cycle.scores is None:
-            return
-        self._metrics.gpu_risk.clear()
-        self._metrics.node_risk.clear()
-        for risk in cycle.scores.gpus:
-            self._metrics.gpu_risk.labels(node=risk.node, gpu=str(risk.gpu)).set(risk.score)
-        for risk in cycle.scores.nodes:
-            self._metrics.node_risk.labels(node=risk.node).set(risk.score)
+class Jobs:
+    """The jobs of one owner (scoring, retraining, the backtest): on the service's scheduler, or on a
+    scheduler of their own when none is given (a job started alone, as tests do). `stop()` removes them
+    and shuts an own scheduler down."""
 
-    async def stop(self) -> None:
-        if self._loading is not None and not self._loading.done():
-            self._loading.cancel()
-            await asyncio.gather(self._loading, return_exceptions=True)
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=False)
-        # A cycle in flight runs in a worker thread that cannot be interrupted: let it finish (it is
-        # bounded by the Prometheus timeouts) rather than cancel it and have APScheduler log the
-        # cancellation as the job's failure.
-        cycle = self._cycle
-        if cycle is not None and not cycle.done() and cycle is not asyncio.current_task():
-            _, pending = await asyncio.wait({cycle}, timeout=STOP_GRACE_S)
-            for task in pending:
-                task.cancel()
+    def __init__(self, scheduler: Scheduler | None) -> None:
+        self._own = scheduler is None
+        self.scheduler = scheduler if scheduler is not None else Scheduler()
+        self._ids: list[str] = []
+
+    def every(
+        self, job: str, run: Run, *, seconds: float, misfire_grace_s: float = 60, now: bool = False
+    ) -> None:
+        self._started().every(job, run, seconds=seconds, misfire_grace_s=misfire_grace_s, now=now)
+        self._ids.append(job)
+
+    def add(self, job: str, run: Run, trigger: Any, *, misfire_grace_s: float, **options: Any) -> None:
+        self._started().add(job, run, trigger, misfire_grace_s=misfire_grace_s, **options)
+        self._ids.append(job)
+
+    def stop(self) -> None:
+        for job in self._ids:
+            self.scheduler.remove(job)
+        self._ids.clear()
+        if self._own:
+            self.scheduler.shutdown()
+
+    def _started(self) -> Scheduler:
+        if self._own:
+            self.scheduler.start()
+        return self.scheduler

@@ -22,9 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from apscheduler.schedulers.asyncio import AsyncIOScheduler  # type: ignore[import-untyped]
-from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
-
+from app import schedule
 from app.act.shadowing import ShadowKeeper
 from app.config import rules
 from app.config.settings import PredictionSettings
@@ -68,6 +66,7 @@ class Validation:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         reader: predict_prometheus.Reader | None = None,
         check: Check | None = None,
+        scheduler: schedule.Scheduler | None = None,
     ) -> None:
         self._settings = settings
         self._keeper = keeper
@@ -79,29 +78,18 @@ class Validation:
         self._clock = clock
         self._reader = reader
         self._check = check or self._backtest
-        self._scheduler: AsyncIOScheduler | None = None
+        self._jobs = schedule.Jobs(scheduler)  # the service's scheduler, or one of its own (tests)
         self._running = asyncio.Lock()
         self.last: Ran | None = None
 
     async def start(self) -> None:
-        scheduler = AsyncIOScheduler(timezone=UTC)
-        scheduler.add_job(
-            self.run_once,
-            IntervalTrigger(seconds=self._policy.prediction.shadow.revalidate_every.total_seconds()),
-            id=JOB_ID,
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=3600,
-            # At once too: a model loaded before this job existed is backtested now, not in a day.
-            next_run_time=datetime.now(UTC),
-        )
-        scheduler.start()
-        self._scheduler = scheduler
+        # At once too: a model loaded before this job existed is backtested now, not in a day.
+        every = self._policy.prediction.shadow.revalidate_every.total_seconds()
+        self._jobs.every(JOB_ID, self.run_once, seconds=every, misfire_grace_s=3600, now=True)
 
     def soon(self) -> None:
         """Run now (a model version just loaded), then on the interval again."""
-        if self._scheduler is not None:
-            self._scheduler.modify_job(JOB_ID, next_run_time=datetime.now(UTC))
+        self._jobs.scheduler.soon(JOB_ID)
 
     async def run_once(self, *, requested: bool = False) -> Ran | None:
         """One backtest; `requested` by an operator (it may lift a held shadow). Never raises."""
@@ -182,6 +170,4 @@ class Validation:
         )
 
     async def stop(self) -> None:
-        if self._scheduler is not None:
-            self._scheduler.shutdown(wait=False)
-            self._scheduler = None
+        self._jobs.stop()

@@ -23,6 +23,7 @@ class Metrics:
     faults: Counter
     unknown_xids: Counter
     pipeline_errors: Counter
+    job_failures: Counter
     processing_seconds: Histogram
     actions: Counter
     breaker_open: Gauge
@@ -104,6 +105,12 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
         ),
         pipeline_errors=Counter(
             "sickbay_pipeline_errors", "Inbox rows the pipeline failed to process", registry=registry
+        ),
+        job_failures=Counter(
+            "sickbay_job_failures",
+            "Runs of a scheduled background job that failed (it runs again at its next time)",
+            ["job"],
+            registry=registry,
         ),
         processing_seconds=Histogram(
             "sickbay_pipeline_processing_seconds",
