@@ -3,9 +3,10 @@
 `python -m tests.perf.backtest_acceptance [--personalities default-counters:31,noisy:32,...] [--nodes 200]
 [--days 15] [--out DIR]` (what `make backtest-acceptance` runs), for each held-out personality x seed:
 
-1. simulate the fleet (failures at `--rate-multiplier` x the published rate so 14 days hold enough of
-   them) and lay the personality over it (`tests.perf.noise`); the shipped model was trained on seeds
-   41 to 44 (`tests.perf.model_protocol`), so the default seeds here are ones it never saw;
+1. simulate the fleet with the personality (`app.sim.fleet.personality`; failures at `--rate-multiplier`
+   x the published rate so 14 days hold enough of them); the shipped model was trained on seeds 61 to 65
+   (`tests.perf.model_protocol`), so the default seeds here are ones it never saw, and the default
+   personalities are ones it was never trained on;
 2. backfill it into a fresh TSDB with `promtool tsdb create-blocks-from openmetrics` (`tests.prom`);
 3. serve it with Debian's Prometheus and run `sickbay backtest` over [start + warm-up, end] with the
    simulator's ground truth (`--truth`), `--format json` and `--html`;
@@ -34,13 +35,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from app.predict import cli as predict_cli
 from app.predict import dataset
+from app.sim.fleet import personality
 from tests import prom
-from tests.perf import noise
-from tests.predict import conftest as predict_datasets
 
 DAY = 86400.0
 REPO = Path(__file__).resolve().parents[2]
@@ -104,25 +102,23 @@ STRESS_TARGETS: tuple[Target, ...] = (
         at_least=False,
     ),
 )
-DEFAULT_FLEETS = "default-counters:31,noisy:32,bursty:33,stress-10x:34"
+DEFAULT_FLEETS = "default-counters:31,hot-racks:32,weak-precursors:33,random:34,stress-10x:35"
 
 
-def simulate(out: Path, *, nodes: int, days: float, seed: int, rate_multiplier: float) -> Path:
+def simulate(
+    out: Path, name: str = "classic", *, nodes: int, days: float, seed: int, rate_multiplier: float
+) -> Path:
     if (out / "truth.json").exists():
         return out  # made by an earlier run with the same arguments
-    return predict_datasets.simulate(out, nodes=nodes, days=days, seed=seed, rate_multiplier=rate_multiplier)
-
-
-def with_personality(classic: Path, out: Path, personality: noise.Noise, *, seed: int) -> Path:
-    """A dataset directory with the personality laid over a classic one (the truth is the same)."""
-    if personality == noise.CLASSIC:
-        return classic
-    if (out / "truth.json").exists():
-        return out
-    out.mkdir(parents=True, exist_ok=True)
-    frame = pd.read_parquet(dataset.timeseries_path(classic))
-    noise.apply(frame, personality, seed=seed).to_parquet(out / "timeseries.parquet", index=False)
-    shutil.copy(classic / "truth.json", out / "truth.json")
+    personality.simulate(
+        personality.named(name, seed=seed),
+        out,
+        nodes=nodes,
+        days=days,
+        seed=seed,
+        step_s=300.0,
+        rate_multiplier=rate_multiplier,
+    )
     return out
 
 
@@ -130,8 +126,8 @@ def fleets(text: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, _, seed = item.partition(":")
-        if name not in noise.PERSONALITIES:
-            raise SystemExit(f"unknown personality {name!r} (one of {', '.join(noise.PERSONALITIES)})")
+        if name not in personality.NAMES:
+            raise SystemExit(f"unknown personality {name!r} (one of {', '.join(personality.NAMES)})")
         out.append((name, int(seed) if seed else 31 + len(out)))
     return out
 
@@ -254,21 +250,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="sickbay-acceptance-"))
     results: list[tuple[str, dict[str, Any]]] = []
     missed = 0
-    for personality, seed in fleets(args.personalities):
-        name = f"{personality}:s{seed}"
+    for name, seed in fleets(args.personalities):
+        label = f"{name}:s{seed}"
         started = time.perf_counter()
-        classic = simulate(
-            out / f"n{args.nodes}-d{args.days:g}-s{seed}",
+        data = simulate(
+            out / f"{name}-n{args.nodes}-d{args.days:g}-s{seed}",
+            name,
             nodes=args.nodes,
             days=args.days,
             seed=seed,
             rate_multiplier=args.rate_multiplier,
-        )
-        data = with_personality(
-            classic,
-            out / f"{personality}-n{args.nodes}-d{args.days:g}-s{seed}",
-            noise.PERSONALITIES[personality],
-            seed=seed,
         )
         simulated = time.perf_counter()
         work = out / "prometheus"
@@ -276,16 +267,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         with served(data, work) as url:
             served_at = time.perf_counter()
             body = backtest(
-                url, data, warmup_days=1.0, step=args.step, html=out / f"backtest-{personality}-s{seed}.html"
+                url, data, warmup_days=1.0, step=args.step, html=out / f"backtest-{name}-s{seed}.html"
             )
         done = time.perf_counter()
-        (out / f"backtest-{personality}-s{seed}.json").write_text(json.dumps(body, indent=2))
+        (out / f"backtest-{name}-s{seed}.json").write_text(json.dumps(body, indent=2))
         print(
-            f"{name}: {args.nodes} nodes x 8 GPUs x {args.days:g} days: simulate {simulated - started:.0f} s, "
+            f"{label}: {args.nodes} nodes x 8 GPUs x {args.days:g} days: simulate {simulated - started:.0f} s, "
             f"backfill + start {served_at - simulated:.0f} s, backtest {done - served_at:.0f} s",
             flush=True,
         )
-        targets = STRESS_TARGETS if personality.startswith("stress") else TARGETS
+        targets = STRESS_TARGETS if name.startswith("stress") else TARGETS
         for target, value, met in verdicts(body, targets):
             sign = "≥" if target.at_least else "≤"
             shown = "n/a" if value is None else f"{value:.3f}"
@@ -294,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 flush=True,
             )
             missed += not met
-        results.append((name, body))
+        results.append((label, body))
     print()
     print(table(results))
     return 1 if missed else 0

@@ -13,8 +13,9 @@
 4. with `--install DIR`: save the model with a card that records what it was trained and judged on and
    the held-out figures (`training.protocol`, `metrics["held_out:<personality>:s<seed>"]`).
 
-Personalities are `tests.perf.noise`'s stand-ins laid over the classic simulator until the simulator draws
-its own. Nothing is timed except what the card records (training seconds).
+Personalities are the simulator's (`app.sim.fleet.personality`): `random` ones are drawn from broad priors
+by their seed, the named ones each change one thing against `classic`. Nothing is timed except what the
+card records (training seconds).
 """
 
 from __future__ import annotations
@@ -32,13 +33,28 @@ from typing import Any
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from app.predict import dataset, evaluate, registry, split, train
-from tests.perf import noise
-from tests.predict import conftest as predict_datasets
+from app.sim.fleet import personality
 
 Fleet = tuple[str, int]  # (personality, seed)
 
-TRAIN: tuple[Fleet, ...] = (("classic", 41), ("noisy", 42), ("bursty", 43), ("noisy", 44))
-HELD_OUT: tuple[Fleet, ...] = (("default-counters", 45), ("noisy", 46), ("bursty", 46), ("stress-10x", 45))
+# Training: the classic simulator, drawn personalities and the loud end of the link noise. Held out: seeds
+# never trained on, and personalities never trained on (an exporter with the default field list, hot
+# racks, weak and recovered precursors, ten times the background noise).
+TRAIN: tuple[Fleet, ...] = (
+    ("classic", 61),
+    ("random", 62),
+    ("random", 63),
+    ("random", 64),
+    ("noisy-links", 65),
+)
+HELD_OUT: tuple[Fleet, ...] = (
+    ("default-counters", 71),
+    ("hot-racks", 72),
+    ("weak-precursors", 73),
+    ("random", 74),
+    ("stress-10x", 75),
+)
+STEP_S = 300.0
 RATE_MULTIPLIER = 30.0
 NOW = datetime(2026, 12, 1, tzinfo=UTC)  # the card's created_at: fixed, so the recipe is reproducible
 
@@ -49,21 +65,30 @@ def fleet_name(fleet: Fleet) -> str:
     return f"{fleet[0]}:s{fleet[1]}"
 
 
-def simulated(cache: Path, seed: int, *, nodes: int, days: float) -> Path:
-    directory = cache / f"classic-n{nodes}-d{days:g}-s{seed}"
+def simulated(cache: Path, fleet: Fleet, *, nodes: int, days: float) -> Path:
+    """The fleet's dataset directory, simulated on first use."""
+    name, seed = fleet
+    directory = cache / f"{name}-n{nodes}-d{days:g}-s{seed}"
     if not (directory / "done").exists():
-        predict_datasets.simulate(
-            directory, nodes=nodes, days=days, seed=seed, rate_multiplier=RATE_MULTIPLIER
+        personality.simulate(
+            personality.named(name, seed=seed),
+            directory,
+            nodes=nodes,
+            days=days,
+            seed=seed,
+            step_s=STEP_S,
+            rate_multiplier=RATE_MULTIPLIER,
         )
         (directory / "done").touch()
     return directory
 
 
 def sources(fleets: Sequence[Fleet], cache: Path, *, nodes: int, days: float) -> Iterator[train.Source]:
-    for personality, seed in fleets:
-        directory = simulated(cache, seed, nodes=nodes, days=days)
-        frame = noise.apply(dataset.read_timeseries(directory), noise.PERSONALITIES[personality], seed=seed)
-        yield train.Source(fleet_name((personality, seed)), frame, dataset.read_truth(directory))
+    for fleet in fleets:
+        directory = simulated(cache, fleet, nodes=nodes, days=days)
+        yield train.Source(
+            fleet_name(fleet), dataset.read_timeseries(directory), dataset.read_truth(directory)
+        )
 
 
 def judge(
@@ -138,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "trained_on": [fleet_name(f) for f in TRAIN],
             "judged_on": [fleet_name(f) for f in HELD_OUT],
             "fleet_size": {"nodes": args.nodes, "gpus_per_node": 8, "days": args.days},
-            "personalities": "tests.perf.noise (stand-ins over the classic simulator)",
+            "personalities": "app.sim.fleet.personality (random: drawn from the priors by seed)",
             "train_seconds": round(trained_s, 1),
         }
         card = dataclasses.replace(
@@ -154,9 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _provenance(args: argparse.Namespace) -> list[str]:
     return [
-        f"python -m tests.perf.model_protocol --nodes {args.nodes} --days {args.days:g} (seeds simulated with "
-        f"tests.predict.conftest.simulate at {RATE_MULTIPLIER:g}x the published failure rate, personalities "
-        "from tests.perf.noise)",
+        f"python -m tests.perf.model_protocol --nodes {args.nodes} --days {args.days:g} (fleets simulated with "
+        f"app.sim.fleet.personality.simulate, step {STEP_S:g} s, failures at {RATE_MULTIPLIER:g}x the "
+        "published rate)",
         f"recipe: {json.dumps(dataclasses.asdict(RECIPE), default=str)}",
     ]
 
