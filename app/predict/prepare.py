@@ -112,13 +112,17 @@ def prepare_sources(
     names: tuple[str, ...],
     whole: bool = False,
     tag_nodes: bool = False,
+    validation_sources: frozenset[str] = frozenset(),
 ) -> Prepared:
     """Featurise and label sources one at a time (a frame is dropped once featurised). `tag_nodes`
-    prefixes node names and failure ids with the source's name, so several sources never mix."""
+    prefixes node names and failure ids with the source's name, so several sources never mix.
+    `validation_sources` (names) splits by whole fleets (`split.by_fleet`): those validate and hold out,
+    the others train."""
     keys: list[pd.DataFrame] = []
     label_parts: list[labels.Labels] = []
     failures: list[pd.DataFrame] = []
     traps: list[npt.NDArray[np.object_]] = []
+    validating: list[npt.NDArray[np.bool_]] = []
     step_s: float | None = None
     raw_rows = 0
     for index, source in enumerate(sources):
@@ -161,6 +165,7 @@ def prepare_sources(
         else:
             fails = truth.failures
         keys.append(table)
+        validating.append(np.full(len(table), name in validation_sources, dtype=bool))
         label_parts.append(lab)
         failures.append(fails)
         traps.append(kinds)
@@ -189,7 +194,12 @@ def prepare_sources(
         warm = timestamps >= edges.start + config.split.warmup_s
         part = np.where(warm, split.Part.HOLDOUT, split.Part.NONE).astype(np.int8)
     else:
-        part, edges = split.assign(key_frame["node"].to_numpy(dtype=object), timestamps, config.split)
+        nodes = key_frame["node"].to_numpy(dtype=object)
+        if validation_sources:
+            fleet = np.concatenate(validating)
+            part, edges = split.by_fleet(nodes, timestamps, fleet, config.split)
+        else:
+            part, edges = split.assign(nodes, timestamps, config.split)
     return Prepared(
         data=data,
         part=part,
