@@ -48,10 +48,10 @@ def test_sbe_rates_over_windows_and_acceleration() -> None:
     table = f.compute_features(frame)
     assert feature(table, "sbe_rate_1h") == pytest.approx(120.0)
     # Against its own baseline: the 6 h rate (30/h) over the rate since the start (408 in 25 h).
-    expected = math.log(30 + 1) - math.log(408 / 25 + 1)
+    expected = math.log(30 + 4) - math.log(408 / 25 + 4)
     assert feature(table, "sbe_vs_baseline_6h_7d") == pytest.approx(expected, rel=1e-5)
     assert feature(table, "sbe_persistence_24h") == pytest.approx(1.0)
-    assert feature(table, "sbe_accel_1h_6h") == pytest.approx(math.log1p(120) - math.log1p(30), rel=1e-5)
+    assert feature(table, "sbe_accel_1h_6h") == pytest.approx(math.log(124) - math.log(34), rel=1e-5)
     # Steady rate: no acceleration.
     assert feature(table, "sbe_accel_6h_24h", row=24 * 12) == pytest.approx(0.0, abs=1e-6)
 

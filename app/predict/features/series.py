@@ -210,10 +210,6 @@ def episodes(s: Series, c: Counter, window: float) -> Array:
     return np.where(seen, s.wcount(starts, window), np.nan)
 
 
-def log_ratio(a: Array, b: Array) -> Array:
-    return np.log1p(a) - np.log1p(b)
-
-
 def relative(a: Array, b: Array, floor: float) -> Array:
     """log((a + floor) / (b + floor)): change against a baseline or peers, in e-folds; `floor` is the rate
     below which differences are noise (one event per hour or so), so silent parts compare as equal."""
