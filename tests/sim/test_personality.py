@@ -3,6 +3,7 @@ GPUs of a noisy fleet are noisy and do not fail, the exporter view shows in the 
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app.sim.fleet import FleetSim, SimConfig, datasets, personality
+from app.sim.fleet import FleetSim, SimConfig, backfill, datasets, fieldsets, personality
 from app.sim.fleet.background import TRAP_NVLINK, TRAP_PCIE
 from app.sim.fleet.params import ExporterView
 
@@ -126,3 +127,27 @@ def test_the_label_spelling_shows_in_the_outputs(tmp_path: Path) -> None:
     assert "DCGM_FI_DEV_XID_ERRORS" not in table.columns
     assert "\nDCGM_FI_DEV_GPU_TEMP_CELSIUS{" in text
     assert "\nDCGM_FI_DEV_GPU_TEMP{" not in text
+
+
+def test_a_backfill_carries_the_personality_s_fields_and_host_label(tmp_path: Path) -> None:
+    view = ExporterView(
+        fields=fieldsets.DEFAULT_FIELDS, field_set="default", host_label="kubernetes_node", table_host=True
+    )
+    p = replace(personality.named("classic"), name="x", exporter=view)
+    datasets.write_dataset(
+        tmp_path, nodes=2, duration_s=1800.0, step_s=600.0, seed=1, config=p.config(), formats=("csv",)
+    )
+    host_label, needs_instance = backfill.dataset_host_label(tmp_path)
+    assert (host_label, needs_instance) == ("kubernetes_node", False)
+    source = backfill.open_source(tmp_path)
+    out = io.BytesIO()
+    stats = backfill.write_window(
+        source.window(0.0, 1e12), out, host=source.host, uuid=source.uuid, columns=source.columns,
+        host_label=host_label,
+    )  # fmt: skip
+    text = out.getvalue().decode()
+    assert stats.samples > 0
+    assert 'kubernetes_node="gpu-node-001"' in text
+    assert "DCGM_FI_DEV_PCIE_REPLAY_COUNTER{" in text
+    assert "NVLINK" not in text
+    assert "ECC_SBE" not in text

@@ -24,6 +24,7 @@ It reads a dataset and writes files and blocks; it never touches a running Prome
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import subprocess
@@ -32,7 +33,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -240,12 +241,15 @@ def _series_labels(
     out: list[str] = []
     for i in range(len(node)):
         name = str(node[i])
-        parts = [f'{host_label}="{_escape(name)}"'] if host_label else []
+        # A fleet without a host label names its nodes by `instance` (host:port) in the dataset.
+        instance_named = name.endswith(f":{exposition.EXPORTER_PORT}")
+        host = name.rsplit(":", 1)[0] if instance_named else name
+        parts = [f'{host_label}="{_escape(host)}"'] if host_label else []
         parts.append(f'gpu="{int(gpu[i])}"')
         if uuid is not None and str(uuid[i]):
             parts.append(f'UUID="{_escape(str(uuid[i]))}"')
         if target_labels:
-            instance = _escape(exposition.exporter_instance(name))
+            instance = _escape(name if instance_named else exposition.exporter_instance(name))
             parts.append(f'instance="{instance}",job="{exposition.EXPORTER_JOB}"')
         out.append(",".join(parts))
     return out
@@ -480,6 +484,20 @@ def backfill(
         elapsed_s=time.perf_counter() - started,
         om_files=tuple(files) if keep else (),
     )
+
+
+def dataset_host_label(dataset_dir: Path) -> tuple[HostLabel | None, bool]:
+    """The host label a dataset's fleet exposes (its personality's, in truth.json) and whether series then
+    need `instance` to tell nodes apart; a dataset without a personality: `Hostname`, as released exporters."""
+    path = dataset_dir / "truth.json"
+    try:
+        view = json.loads(path.read_text(encoding="utf-8"))["personality"]["exporter"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "Hostname", False
+    label = view.get("host_label", "Hostname")
+    if label is None:
+        return None, True
+    return (label if label in get_args(HostLabel) else "Hostname"), False
 
 
 def find_promtool(explicit: Path | None = None) -> Path:

@@ -179,9 +179,10 @@ def add_backfill_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--host-label",
-        choices=("Hostname", "hostname", "node", "kubernetes_node"),
-        default="Hostname",
-        help="the label that names the node (default Hostname, as released dcgm-exporters)",
+        choices=("Hostname", "hostname", "node", "kubernetes_node", "none"),
+        default=None,
+        help="the label that names the node (default: the dataset's personality's; Hostname, as released "
+        "dcgm-exporters, for a dataset without one; none: `instance` only)",
     )
     parser.add_argument(
         "--target-labels", action="store_true", help="add `instance` and `job` (about 40 more bytes/sample)"
@@ -192,14 +193,18 @@ def add_backfill_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_backfill(args: argparse.Namespace) -> int:
     om_dir: Path | None = args.dataset / "backfill-om" if args.keep_om is True else args.keep_om
+    host_label, needs_instance = backfill.dataset_host_label(args.dataset)
+    if args.host_label is not None:
+        host_label = None if args.host_label == "none" else cast(backfill.HostLabel, args.host_label)
+        needs_instance = host_label is None
     try:
         stats = backfill.backfill(
             args.dataset,
             args.tsdb,
             promtool=backfill.find_promtool(args.promtool),
             om_dir=om_dir,
-            host_label=cast(backfill.HostLabel, args.host_label),
-            target_labels=args.target_labels,
+            host_label=host_label,
+            target_labels=args.target_labels or needs_instance,
             jobs=args.jobs,
         )
     except backfill.BackfillError as exc:

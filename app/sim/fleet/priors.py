@@ -8,9 +8,10 @@ Sources (cited by short name below):
   and H100 GPUs, 11.7M GPU-hours, arXiv:2503.11901): GSP the most error-prone hardware component; NVLink
   errors often absorbed by link retry without a job failure; H100 memory errors 3.2x as frequent per GPU as
   A100's.
-- HBM'24: "Removing Obstacles before Breaking Through the Memory Wall: A Close Look at HBM Errors in the
-  Field" (USENIX ATC'24): correctable errors concentrate on few devices (locality in row/bank), and the
-  total correctable-error rate does not predict uncorrectable errors.
+- HBM'24: Wu et al., "Removing Obstacles before Breaking Through the Memory Wall: A Close Look at HBM
+  Errors in the Field" (USENIX ATC'24; 460M error events, 19 data centres, two years): errors show spatial
+  locality and correctable-error storms, and the correctable-error rate has no clear correlation with
+  uncorrectable errors.
 - ByteDance: SYSTOR'23 GPU failure prediction: precision 46% -> 84-85% only with sliding retraining,
   because fleet patterns drift — fleets and their noise differ, which is what the priors spread covers.
 - dcgm-exporter: NVIDIA/dcgm-exporter etc/default-counters.csv and etc/dcp-metrics-included.csv (fieldsets.py).
