@@ -30,7 +30,6 @@ alarm covers it, and its lead time is the failure time minus that alarm's first 
 hardware failure in (start, end]. False alarms per 1,000 node-days use nodes x range days.
 """
 
-
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -168,6 +167,7 @@ class BacktestResult:
                 "horizon_s": r.horizon_s,
                 "clear_margin": r.hold.clear_margin,
                 "clear_after_steps": r.hold.clear_after,
+                "flagged_steps": _flagged_steps(r),
             },
             "ground_truth": self.source,
             "notes": list(NOTES[self.source]),
@@ -255,11 +255,15 @@ def assess(
         threshold=replay.act,
     )
     known = source == "truth"
-    alarms, caught, priced = proactive_replay.price(replay, alarms, caught, fails, costs=costs, known_precursors=known)
+    alarms, caught, priced = proactive_replay.price(
+        replay, alarms, caught, fails, costs=costs, known_precursors=known
+    )
     unbudgeted: proactive_replay.Pricing | None = None
     off = replace(costs, proactive_max_fraction=1.0, proactive_max_nodes=None, resend_h=None)
     if costs.node_limit(replay.nodes) < off.node_limit(replay.nodes):
-        unbudgeted = proactive_replay.price(replay, alarms, caught, fails, costs=off, known_precursors=known)[2]
+        unbudgeted = proactive_replay.price(replay, alarms, caught, fails, costs=off, known_precursors=known)[
+            2
+        ]
     rules_result = None
     if replay.baseline is not None:
         rules_result = assess(replay.baseline, truth, failures=failures, costs=costs)
@@ -398,3 +402,9 @@ def _mark_catches(alarms: pd.DataFrame, caught: pd.DataFrame) -> pd.DataFrame:
     )
     alarms["lead_h"] = np.where(np.isfinite(lead), lead, np.nan)
     return alarms
+
+
+def _flagged_steps(r: Replay) -> dict[str, int]:
+    """Scoring steps at warn and at act (a GPU per step): the two levels, counted apart."""
+    levels = r.scores["level"].to_numpy()
+    return {"warn": int((levels == LEVEL_WARN).sum()), "act": int((levels == LEVEL_ACT).sum())}

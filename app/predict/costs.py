@@ -255,7 +255,9 @@ def admit(
     budget = budget if isinstance(budget, Budget) else Budget.of_limit(budget)
     start = holds["start"].to_numpy(dtype=np.float64)
     end = holds["end"].to_numpy(dtype=np.float64)
-    nodes = holds["node"].astype(str).to_numpy() if "node" in holds.columns else np.arange(len(holds)).astype(str)
+    nodes = (
+        holds["node"].astype(str).to_numpy() if "node" in holds.columns else np.arange(len(holds)).astype(str)
+    )
     admitted_at = np.full(len(holds), np.nan)
     order = np.argsort(start, kind="stable")
     rank = np.empty(len(holds), dtype=np.int64)

@@ -240,5 +240,3 @@ def load(directory: Path, *, trusted: frozenset[str] = TRUSTED_TYPES) -> RiskMod
 
 def _minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
-
-

@@ -143,5 +143,3 @@ def run_ladder(
         refused=int((~ok).sum()),
         delayed=int((ok & (admitted_at > started)).sum()),
     )
-
-

@@ -95,9 +95,7 @@ def beats_baseline(model: Figures, rules: Figures, *, name: str = "the rules bas
     if r_model < r_rules:
         problems.append(f"recall {r_model:.3f} is below the baseline's {r_rules:.3f}")
     if f_model > f_rules:
-        problems.append(
-            f"false alarms per 1,000 node-days {f_model:.2f} exceed the baseline's {f_rules:.2f}"
-        )
+        problems.append(f"false alarms per 1,000 node-days {f_model:.2f} exceed the baseline's {f_rules:.2f}")
     figures = (
         f"model precision {_show(model.precision)}, recall {_show(model.recall)}, "
         f"false alarms/1,000 node-days {_show(model.false_alarms_per_1000_node_days, '.2f')}; "
@@ -208,7 +206,9 @@ def judge(
     }
     verdict = _judge(challenger, current, holdout, new, common, min_gain=min_gain, metric=metric, rules=rules)
     if force and not verdict.promoted:
-        return replace(verdict, promoted=True, forced=True, reason=f"forced by the operator; {verdict.reason}")
+        return replace(
+            verdict, promoted=True, forced=True, reason=f"forced by the operator; {verdict.reason}"
+        )
     return verdict
 
 
@@ -229,7 +229,9 @@ def _judge(
         if not gate.passed:
             if current is not None:
                 common["current_version"] = current.card.version
-            return Promotion(promoted=False, reason=gate.reason, current=_current_view(current, holdout), **common)
+            return Promotion(
+                promoted=False, reason=gate.reason, current=_current_view(current, holdout), **common
+            )
     if current is None:
         # Nothing to beat, but a model that misses its own precision target would act on false alarms:
         # rules-only is the safer state to stay in.
@@ -309,5 +311,3 @@ def _summary(metrics: evaluate.Metrics) -> dict[str, Any]:
 def _holdout_view(metrics: evaluate.Metrics) -> dict[str, Any]:
     body = metrics.as_dict()
     return {k: body[k] for k in ("rows", "positives", "node_days", "failures")}
-
-

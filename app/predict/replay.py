@@ -388,5 +388,3 @@ def _alarms(rows: pd.DataFrame, explain: Drivers, step_s: float) -> pd.DataFrame
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """The rows of a frame as dicts keyed by column name."""
     return [{str(k): v for k, v in row.items()} for row in frame.to_dict("records")]
-
-

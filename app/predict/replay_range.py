@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
-from app.predict import baseline, features, history, prometheus
+from app.predict import baseline, coverage, features, history, prometheus
 from app.predict.hysteresis import Hysteresis
 from app.predict.model_card import RiskModel
 from app.predict.replay import DEFAULT_NODE_BATCH, Replay, concat, replay
@@ -61,6 +61,11 @@ class RangeReplay:
     hosts: int
     batches: int
     queries: int
+    # The start asked for, and the start scored: later when the history before it is shorter than the
+    # warm-up (`warmup_start`).
+    asked_start: float = float("nan")
+    # Source fields no batch had a value for (`coverage.absent_fields`, all batches together).
+    absent: frozenset[str] = frozenset()
 
 
 class NoData(Exception):
@@ -80,6 +85,7 @@ def replay_range(
     hold: Hysteresis | None = None,
     node_batch: int = DEFAULT_NODE_BATCH,
     rules: baseline.Baseline | None = None,
+    warmup_s: float = 0.0,
     xid_classes: Mapping[int, str] | None = None,
     hosts: Sequence[prometheus.HostRef] | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -87,7 +93,9 @@ def replay_range(
     """Find the hosts with DCGM series (one query; or take `hosts`), then read and replay them
     `node_batch` at a time.
 
-    `progress(done, total)` is called after each batch. With `xid_classes`, hardware failures are also
+    Warm-up: scoring starts at `warmup_start` — no earlier than `warmup_s` after the first sample of the
+    first batch, so the features' windows are full when the first step is judged (a backfilled
+    Prometheus whose history starts at `start`). `progress(done, total)` is called after each batch. With `xid_classes`, hardware failures are also
     read off each batch's samples: XID gauge changes and vanished GPUs (`history.from_samples`). Raises `prometheus.PrometheusUnavailable`
     when Prometheus cannot be read, `NoData` when it has no GPU series in the range.
     """
@@ -98,8 +106,19 @@ def replay_range(
     batches = [hosts[i : i + max(1, node_batch)] for i in range(0, len(hosts), max(1, node_batch))]
     parts: list[Replay] = []
     failures: list[pd.DataFrame] = []
+    absent: frozenset[str] | None = None
+    asked = start
     for done, batch in enumerate(batches, 1):
-        frame = read_range(reader, start, end, lookback_s=lookback_s, hosts=batch)
+        frame = read_range(reader, asked, end, lookback_s=lookback_s, hosts=batch)
+        if done == 1:
+            start = warmup_start(frame, asked, warmup_s)
+            if start >= end:
+                raise NoData(
+                    f"the history starts at {_utc(start - warmup_s)}: with a warm-up of {warmup_s / DAY:g} "
+                    f"days nothing before {_utc(end)} can be scored (a longer range, or --warmup 0)"
+                )
+        missing = coverage.absent_fields(frame)
+        absent = missing if absent is None else absent & missing
         parts.append(
             replay(
                 frame, model, start=start, end=end, step_s=step_s, warn=warn, act=act, hold=hold, rules=rules
@@ -116,7 +135,18 @@ def replay_range(
         hosts=len(hosts),
         batches=len(batches),
         queries=reader.queries,
+        asked_start=asked,
+        absent=absent or frozenset(),
     )
+
+
+def warmup_start(frame: pd.DataFrame, start: float, warmup_s: float) -> float:
+    """The first instant to score: `start`, or `warmup_s` after the frame's first sample if that is later
+    (on the scoring grid the replay rounds up to)."""
+    if warmup_s <= 0 or frame.empty:
+        return start
+    first = float(np.nanmin(features.timestamps(frame)))
+    return max(start, first + warmup_s)
 
 
 def find_hosts(
@@ -139,5 +169,3 @@ def renumber(tables: Iterable[pd.DataFrame], *, prefix: str) -> pd.DataFrame:
     out = out.reset_index(drop=True)
     out["id"] = [f"{prefix}{i + 1:05d}" for i in range(len(out))]
     return out
-
-
