@@ -93,9 +93,9 @@ def replay_range(
     """Find the hosts with DCGM series (one query; or take `hosts`), then read and replay them
     `node_batch` at a time.
 
-    Warm-up: scoring starts at `warmup_start` — no earlier than `warmup_s` after the first sample of the
-    first batch, so the features' windows are full when the first step is judged (a backfilled
-    Prometheus whose history starts at `start`). `progress(done, total)` is called after each batch. With `xid_classes`, hardware failures are also
+    Warm-up: scoring starts at `warmup_start` — no earlier than `warmup_s` (at most the look-back) after
+    the first sample of the first batch, so the features' windows are full when the first step is judged
+    even when the history starts at `start` (a backfilled or fresh Prometheus). `progress(done, total)` is called after each batch. With `xid_classes`, hardware failures are also
     read off each batch's samples: XID gauge changes and vanished GPUs (`history.from_samples`). Raises `prometheus.PrometheusUnavailable`
     when Prometheus cannot be read, `NoData` when it has no GPU series in the range.
     """
@@ -111,6 +111,8 @@ def replay_range(
     for done, batch in enumerate(batches, 1):
         frame = read_range(reader, asked, end, lookback_s=lookback_s, hosts=batch)
         if done == 1:
+            # The look-back already holds the history the windows need unless the data starts later.
+            warmup_s = min(warmup_s, lookback_s)
             start = warmup_start(frame, asked, warmup_s)
             if start >= end:
                 raise NoData(

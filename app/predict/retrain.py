@@ -127,11 +127,12 @@ def retrain(
     min_gain: float = 0.0,
     keep: int = DEFAULT_KEEP,
     rules: baseline.Baseline | None = None,
+    gate: bool = True,
     force: bool = False,
 ) -> RetrainOutcome:
     """Train a challenger on [now - window_s, now] and promote it only if it beats the rules baseline (the
-    shipped `rules/prediction-baseline.yaml` unless `rules` is given) and the current model; `force`
-    (an operator's) promotes it regardless, recorded as forced."""
+    shipped `rules/prediction-baseline.yaml` unless `rules` is given; `gate=False` skips it, for tests of
+    the rest) and the current model; `force` (an operator's) promotes it regardless, recorded as forced."""
     started = time.perf_counter()
     end = now.astimezone(UTC)
     start = end - timedelta(seconds=window_s)
@@ -197,7 +198,7 @@ def retrain(
         holdout,
         models_dir=models_dir,
         min_gain=min_gain,
-        rules=rules if rules is not None else baseline.load(),
+        rules=(rules if rules is not None else baseline.load()) if gate else None,
         force=force,
     )
     run.promotion = verdict.record()
