@@ -23,7 +23,18 @@ from rich.console import Console
 from rich.table import Table
 
 from app.predict import cli_common as common
-from app.predict import coverage, dataset, features, prometheus, registry, score, split, train, train_cli
+from app.predict import (
+    coverage,
+    dataset,
+    features,
+    prometheus,
+    recent_window,
+    registry,
+    score,
+    split,
+    train,
+    train_cli,
+)
 from app.predict.backtest_cli import add_backtest_arguments, run_backtest
 
 __all__ = [
@@ -102,7 +113,7 @@ def run_score(args: argparse.Namespace) -> int:
             url=args.prometheus, step_s=model.card.step_s or 300.0, lookback_s=lookback
         )
         try:
-            frame = prometheus.RecentWindow(prometheus.Reader(settings)).refresh(now)
+            frame = recent_window.RecentWindow(prometheus.Reader(settings)).refresh(now)
         except prometheus.PrometheusUnavailable as exc:
             print(f"sickbay score: {exc}", file=sys.stderr)
             return 4

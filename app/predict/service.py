@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from app import domain
-from app.predict import hysteresis, prometheus, registry, score
+from app.predict import coverage, hysteresis, prometheus, recent_window, registry, score
 
 log = logging.getLogger(__name__)
 
@@ -114,12 +114,14 @@ class ScoringService:
     # node → its hysteresis state (level, cycles below its clear line, the best level those held)
     _falling: dict[str, hysteresis.Held] = field(default_factory=dict)
     _sent: dict[str, datetime] = field(default_factory=dict)
+    # (model version, the model's source fields the fleet lacks) last warned about: said once, on change.
+    _missing: tuple[str, tuple[str, ...]] | None = None
 
     @classmethod
     def from_prometheus(
         cls, models_dir: Path, settings: prometheus.ReaderSettings, **kwargs: object
     ) -> ScoringService:
-        window = prometheus.RecentWindow(prometheus.Reader(settings))
+        window = recent_window.RecentWindow(prometheus.Reader(settings))
         return cls(models_dir=models_dir, read_recent=window.refresh, **kwargs)  # type: ignore[arg-type]
 
     @property
@@ -175,6 +177,7 @@ class ScoringService:
         if self._paused is not None:
             log.info("risk scoring resumed: Prometheus answers again")
             self._paused = None
+        self._warn_missing(model, frame)
         with threadpool_limits(limits=self.threads):
             scores = score.score_frame(
                 frame, model, now=now, warn=self.warn, act=self.act, rollup=self.rollup
@@ -184,6 +187,18 @@ class ScoringService:
             model.card.act if self.act is None else self.act,
         )
         return Cycle(CycleStatus.SCORED, now, scores=scores, thresholds=thresholds)
+
+    def _warn_missing(self, model: registry.RiskModel, frame: pd.DataFrame) -> None:
+        """Say (WARNING, once per model and set of fields) which of the model's inputs the fleet lacks."""
+        if frame.empty:
+            return
+        missing = coverage.missing_fields(frame, model.card.features)
+        key = (model.card.version, missing)
+        if key != self._missing:
+            self._missing = key
+            warning = coverage.warning(missing, model.card.features)
+            if warning:
+                log.warning("risk model %s: %s", model.card.version, warning)
 
     def signals(self, cycle: Cycle) -> list[domain.Signal]:
         """Signals for the nodes whose level changed since the last scored cycle (see the module's hysteresis)."""

@@ -75,7 +75,8 @@ def test_models_default_to_the_installed_directory_serve_uses(
     monkeypatch.chdir(tmp_path)  # not models/ relative to the current directory
     shipped = Path(__file__).resolve().parents[2] / "models"
     assert cli_common.installed_models_dir() == shipped
-    assert args().models is None and cli_common.models_dir(None) == shipped
+    assert args().models is None
+    assert cli_common.models_dir(None) == shipped
     config = tmp_path / "sickbay.yaml"
     config.write_text("prediction:\n  models_dir: /srv/models\n", encoding="utf-8")
     monkeypatch.setenv("SICKBAY_CONFIG", str(config))
@@ -109,7 +110,8 @@ def test_flags_out_writes_every_flagged_step_and_the_missing_fields_are_named(
     assert lines[0]["time"] == "2025-03-03T01:00:00Z"
     # The fleet exports no PCIe or NVLink counters: said on stderr and in the JSON, by field name.
     missing = body["source"]["missing_fields"]
-    assert features.PCIE_REPLAY in missing and features.NVLINK_RECOVERY in missing
+    assert features.PCIE_REPLAY in missing
+    assert features.NVLINK_RECOVERY in missing
     assert features.SBE_AGG not in missing
     assert "WARNING: this fleet does not export" in captured.err
     assert body["baseline"]["version"] == "rules:prediction-baseline"
@@ -148,7 +150,8 @@ def test_a_bad_truth_file_is_exit_2_naming_the_problem(
     code = backtest_cli.run_backtest(args("--truth", str(truth)), client=DownClient())
     err = capsys.readouterr().err
     assert code == 2
-    assert said in err and "Traceback" not in err
+    assert said in err
+    assert "Traceback" not in err
 
 
 def test_warn_not_below_act_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

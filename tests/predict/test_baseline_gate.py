@@ -62,7 +62,9 @@ def test_relative_rules_compare_with_the_gpus_own_history_and_a_floor() -> None:
 
 
 def test_a_rule_on_a_column_the_frame_lacks_is_skipped_and_said() -> None:
-    rules = baseline.Baseline(rules=(rule(name="gone", feature="no_such_feature", above=1), rule(feature="x", above=1)))
+    rules = baseline.Baseline(
+        rules=(rule(name="gone", feature="no_such_feature", above=1), rule(feature="x", above=1))
+    )
     fired = baseline.fire(rules, table({"x": [0, 2]}))
     assert fired.skipped == ("gone",)
     assert fired.score.tolist() == [0, 1]
@@ -106,5 +108,6 @@ def test_promotion_refuses_a_model_worse_than_the_baseline_unless_forced(
     with pytest.raises(registry.ModelUnavailable):
         registry.read_pointer(tmp_path)  # nothing was installed
     forced = promotion.promote_if_better(weak, None, holdout, models_dir=tmp_path, rules=oracle, force=True)
-    assert forced.promoted and forced.forced
+    assert forced.promoted
+    assert forced.forced
     assert registry.read_pointer(tmp_path)["current"] == "weak"

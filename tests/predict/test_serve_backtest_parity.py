@@ -165,7 +165,10 @@ def test_the_service_and_the_backtest_hold_levels_and_spend_the_budget_alike() -
     # The case is worth testing: a holds a level inside the margin, b is refused, then admitted late.
     assert served_levels["a"][:5] == [0, 2, 2, 2, 2]
     assert served_admitted == replayed_admitted
-    assert served_admitted["b"] and served_admitted["b"][0] > at(2).timestamp(), "b waited for a's slot"
+    assert served_admitted["b"]
+    assert served_admitted["b"][0] > at(2).timestamp(), "b waited for a's slot"
     assert served_refused == replayed_refused == 1
     assert served_admitted["d"] == []
-    assert np.isclose(costs.CostModel(proactive_max_fraction=0.34).node_limit(4), gates.proactive_limit(4, BUDGET))
+    assert np.isclose(
+        costs.CostModel(proactive_max_fraction=0.34).node_limit(4), gates.proactive_limit(4, BUDGET)
+    )
