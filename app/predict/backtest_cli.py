@@ -273,15 +273,23 @@ def flagged_lines(result: backtest.BacktestResult) -> list[str]:
     return [
         json.dumps(
             {
-                "node": str(row.node),
-                "gpu": int(row.gpu),
-                "uuid": str(row.uuid),
-                "time": iso(float(row.timestamp)),
-                "risk": round(float(row.score), 6),
-                "level": hysteresis.LEVELS[int(row.level)],
+                "node": str(node),
+                "gpu": int(gpu),
+                "uuid": str(uuid),
+                "time": iso(float(t)),
+                "risk": round(float(risk), 6),
+                "level": hysteresis.LEVELS[int(level)],
             }
         )
-        for row in flagged.itertuples(index=False)
+        for node, gpu, uuid, t, risk, level in zip(
+            flagged["node"].tolist(),
+            flagged["gpu"].tolist(),
+            flagged["uuid"].tolist(),
+            flagged["timestamp"].tolist(),
+            flagged["score"].tolist(),
+            flagged["level"].tolist(),
+            strict=True,
+        )
     ]
 
 

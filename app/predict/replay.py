@@ -380,7 +380,7 @@ def _alarms(rows: pd.DataFrame, explain: Drivers, step_s: float) -> pd.DataFrame
     out["last"] = agg["last"].to_numpy()
     out["steps"] = agg["steps"].to_numpy(dtype=np.int64)
     out["peak"] = agg["peak"].to_numpy()
-    out["drivers"] = pd.Series(drivers, dtype=object)
+    out["drivers"] = pd.Series(list(drivers), dtype=object)
     ordered: pd.DataFrame = out[list(ALARM_COLUMNS)]
     return ordered
 

@@ -27,7 +27,7 @@ import pandas as pd
 from app.config import rules
 from app.config.errors import ConfigError
 from app.config.settings import RULES_DIR
-from app.predict import baseline, history, prometheus, promotion, registry, retrain, split, train
+from app.predict import baseline, evaluate, history, prometheus, promotion, registry, retrain, split, train
 from app.predict import cli_common as common
 
 REFUSED = 6  # exit code: trained and saved, but the gate kept it from becoming current
@@ -85,10 +85,10 @@ def run(args: argparse.Namespace, *, now: datetime | None = None) -> int:
 
 
 def gate_model(
-    model: registry.RiskModel, holdout: promotion.evaluate.EvalSet, rules_: baseline.Baseline
+    model: registry.RiskModel, holdout: evaluate.EvalSet, rules_: baseline.Baseline
 ) -> promotion.Gate:
     """The gate for one model on its holdout (`promotion.against_baseline` at the model's act)."""
-    metrics = promotion.evaluate.evaluate(model.decision_scores(holdout), holdout, threshold=model.card.act)
+    metrics = evaluate.evaluate(model.decision_scores(holdout), holdout, threshold=model.card.act)
     return promotion.against_baseline(metrics, holdout, rules_, feature_names=model.card.features)
 
 
