@@ -33,7 +33,7 @@ from app.predict import (
     score,
     split,
     train,
-    train_cli,
+    train_gate,
 )
 from app.predict.backtest_cli import add_backtest_arguments, run_backtest
 
@@ -51,8 +51,8 @@ __all__ = [
     "run_train",
 ]
 
-add_train_arguments = train_cli.add_arguments
-run_train = train_cli.run
+add_train_arguments = train_gate.add_arguments
+run_train = train_gate.run
 
 
 # -- evaluate -------------------------------------------------------------------------------------------

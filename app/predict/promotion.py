@@ -1,7 +1,7 @@
 """Promotion: a challenger replaces the current model only if it beats the rules baseline AND the current
 model on the same holdout; the comparison goes into the challenger's card (`metrics["promotion"]`).
 
-`beats_baseline` is THE gate, pure, used by every path that promotes: `sickbay train` (`train_cli`),
+`beats_baseline` is THE gate, pure, used by every path that promotes: `sickbay train` (`train_gate`),
 `sickbay train --from-prometheus` and scheduled retraining (`retrain.retrain` → `promote_if_better`).
 A model beats the baseline when its alarm precision is higher at an equal or better recall (hardware
 failures caught) and an equal or lower false-alarm rate (per 1,000 node-days). The refusal says which
