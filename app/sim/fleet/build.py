@@ -44,10 +44,24 @@ def new_identity(config: SimConfig, rng: random.Random, *, node: str, index: int
     )
 
 
-def build_fleet(config: SimConfig, *, nodes: int, rng: random.Random) -> BuiltFleet:
+def build_fleet(
+    config: SimConfig, *, nodes: int, rng: random.Random, variety: random.Random | None = None
+) -> BuiltFleet:
+    """`variety` draws what only a personality varies (cool racks, per-GPU power), never the identities."""
+    baselines = config.baselines
     racks = max(1, math.ceil(nodes / config.nodes_per_rack))
     hot = [rng.random() < config.traps.hot_rack_fraction for _ in range(racks)]
-    offsets = tuple(config.traps.hot_rack_offset_c if is_hot else rng.gauss(0.0, 1.0) for is_hot in hot)
+    offsets = tuple(
+        config.traps.hot_rack_offset_c if is_hot else rng.gauss(0.0, baselines.rack_temp_sigma_c)
+        for is_hot in hot
+    )
+    if variety is not None and baselines.cool_rack_fraction > 0.0:
+        offsets = tuple(
+            offset + baselines.cool_rack_offset_c
+            if not is_hot and variety.random() < baselines.cool_rack_fraction
+            else offset
+            for offset, is_hot in zip(offsets, hot, strict=True)
+        )
     built: list[NodeState] = []
     traps: list[TrapRecord] = []
     serial = 0
@@ -58,7 +72,9 @@ def build_fleet(config: SimConfig, *, nodes: int, rng: random.Random) -> BuiltFl
         for gpu_index in range(config.hardware.gpus_per_node):
             identity = new_identity(config, rng, node=name, index=gpu_index, serial=serial)
             serial += 1
-            gpu = GpuState(identity=identity, temp_offset_c=rng.gauss(0.0, 1.5))
+            gpu = GpuState(identity=identity, temp_offset_c=rng.gauss(0.0, baselines.gpu_temp_sigma_c))
+            if variety is not None and baselines.power_sigma > 0.0:
+                gpu.power_scale = math.exp(variety.gauss(0.0, baselines.power_sigma))
             trap = _make_trap(config, gpu, rng)
             if trap is not None:
                 traps.append(trap)

@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import cast
 
-from app.sim.fleet import backfill, datasets, metrics
+from app.sim.fleet import backfill, datasets, metrics, personality
 from app.sim.fleet.exposition import HostnameLabel
 from app.sim.fleet.fleet import FleetSim
 from app.sim.fleet.openmetrics import CounterStyle, Grouping
-from app.sim.fleet.params import FailureRates, OpsParams, SimConfig
+from app.sim.fleet.params import SimConfig
 from app.sim.fleet.server import FleetServer, ServerSettings, TimeMode
 
 
@@ -29,13 +29,22 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=50, help="number of nodes (default 50)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
+        "--personality",
+        choices=personality.NAMES,
+        default="classic",
+        metavar="NAME",
+        help="the fleet's personality: " + ", ".join(personality.NAMES) + " (default classic, the original "
+        "simulator; random and stress-10x are drawn from --seed)",
+    )
+    parser.add_argument(
         "--rate-multiplier", type=float, default=1.0, help="scale the published GPU failure rate (default 1)"
     )
     parser.add_argument(
         "--hostname-label",
-        choices=("Hostname", "hostname", "none"),
-        default="Hostname",
-        help="host label spelling: released exporters (Hostname), newest (hostname), or none",
+        choices=("Hostname", "hostname", "node", "kubernetes_node", "none"),
+        default=None,
+        help="host label spelling: released exporters (Hostname), newest (hostname), relabelled (node, "
+        "kubernetes_node), or none (default: the personality's; classic: Hostname)",
     )
     parser.add_argument(
         "--no-auto-repair",
@@ -85,13 +94,18 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> SimConfig:
-    config = SimConfig(rates=FailureRates(rate_multiplier=args.rate_multiplier))
+    config = personality.named(args.personality, seed=args.seed).config()
+    config = dataclasses.replace(
+        config, rates=dataclasses.replace(config.rates, rate_multiplier=args.rate_multiplier)
+    )
     if args.no_auto_repair:
-        config = dataclasses.replace(config, ops=OpsParams(auto_repair_after_s=None))
+        config = dataclasses.replace(config, ops=dataclasses.replace(config.ops, auto_repair_after_s=None))
     return config
 
 
-def _hostname_label(args: argparse.Namespace) -> HostnameLabel:
+def _hostname_label(args: argparse.Namespace, config: SimConfig) -> HostnameLabel:
+    if args.hostname_label is None:
+        return config.exporter.host_label
     return None if args.hostname_label == "none" else cast(HostnameLabel, args.hostname_label)
 
 
@@ -100,15 +114,16 @@ def run_simulate(args: argparse.Namespace) -> int:
         print("sickbay simulate: --out DIR is required to write a dataset", file=sys.stderr)
         return 2
     formats = tuple(args.format or ["csv"])
+    config = _config(args)
     report = datasets.write_dataset(
         args.out,
         nodes=args.nodes,
         duration_s=args.days * 86400.0,
         step_s=args.step,
         seed=args.seed,
-        config=_config(args),
+        config=config,
         formats=cast(Sequence[datasets.Format], formats),
-        hostname_label=_hostname_label(args),
+        hostname_label=_hostname_label(args, config),
         counter_style=cast(CounterStyle, args.counter_style),
         grouping=cast(Grouping, args.grouping),
         om_families=metrics.RULE_FAMILIES if args.om_families == "rules" else None,
@@ -125,12 +140,13 @@ def _start(text: str) -> datetime:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    sim = FleetSim(nodes=args.nodes, seed=args.seed, config=_config(args), start=_start(args.start))
+    config = _config(args)
+    sim = FleetSim(nodes=args.nodes, seed=args.seed, config=config, start=_start(args.start))
     settings = ServerSettings(
         time_mode=cast(TimeMode, args.time_mode),
         tick_s=args.tick,
         speed=args.speed,
-        hostname_label=_hostname_label(args),
+        hostname_label=_hostname_label(args, config),
     )
 
     async def serve() -> None:

@@ -9,19 +9,25 @@ idle). XID series add `err_code`/`err_msg`; health series add `health_error_code
 A lost GPU simply has no series; a node whose exporter is down has no text at all (the server answers
 503 so Prometheus records `up == 0`).
 
-`family_samples` is shared with the OpenMetrics writer, which adds timestamps to the same samples.
+`family_samples` is shared with the OpenMetrics writer, which adds timestamps to the same samples. A fleet's
+`ExporterView` (its personality) decides which families exist at all and whether they carry DCGM 4.6
+names; `node` and `kubernetes_node` host labels are what a Prometheus relabelling leaves in storage.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Literal
 
-from app.sim.fleet import catalog, metrics
+from app.sim.fleet import catalog, fieldsets, metrics
 from app.sim.fleet.fleet import NodeGpuCapacity
 from app.sim.fleet.observe import GpuObservation, NodeObservation
+from app.sim.fleet.params import ExporterView
 
-HostnameLabel = Literal["Hostname", "hostname"] | None
+HostnameLabel = Literal["Hostname", "hostname", "node", "kubernetes_node"] | None
+CLASSIC_VIEW = ExporterView()
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 Sample = tuple[str, str]  # (label text without braces, value text)
 EXPORTER_JOB = "dcgm-exporter"
@@ -77,17 +83,35 @@ def format_value(value: float, spec: metrics.MetricSpec) -> str:
     return f"{value:f}" if spec.is_float else str(int(value))
 
 
+@functools.cache
+def exposed_specs(
+    fields: frozenset[str] | None, dcgm_4_6: bool
+) -> tuple[tuple[metrics.MetricSpec, metrics.Field], ...]:
+    """The value families an exporter view exposes, each with its field, under the view's names."""
+    return tuple(
+        (_named(spec, dcgm_4_6), field)
+        for spec, field in zip(metrics.SPECS, metrics.Field, strict=True)
+        if fieldsets.exposed(fields, spec.name)
+    )
+
+
+def _named(spec: metrics.MetricSpec, dcgm_4_6: bool) -> metrics.MetricSpec:
+    name = fieldsets.exported_name(spec.name, dcgm_4_6=dcgm_4_6)
+    return spec if name == spec.name else dataclasses.replace(spec, name=name)
+
+
 def family_samples(
     nodes: Sequence[NodeObservation],
     *,
     hostname_label: HostnameLabel,
     target_labels: bool = False,
     pod_labels: bool = True,
+    view: ExporterView = CLASSIC_VIEW,
 ) -> Iterator[tuple[metrics.MetricSpec, list[Sample]]]:
     """Each family with its samples over the given exporters, in exposition order; empty families skipped.
 
     `target_labels` adds the `instance` and `job` labels Prometheus would attach when scraping (for
-    backfilled data, which no scrape labels).
+    backfilled data, which no scrape labels). `view` picks the families and their names.
     """
     gpus = [
         (
@@ -101,10 +125,27 @@ def family_samples(
     ]
     if not gpus:
         return
-    for spec, field in zip(metrics.SPECS, metrics.Field, strict=True):
+    dcgm_4_6 = view.metric_names == "4.6"
+    for spec, field in exposed_specs(view.fields, dcgm_4_6):
         yield spec, [(labels, format_value(gpu.values[field], spec)) for gpu, labels in gpus]
-    yield (
-        metrics.XID_SPEC,
+    if fieldsets.exposed(view.fields, metrics.XID_SPEC.name):
+        yield _xid_family(gpus, dcgm_4_6)
+    if fieldsets.exposed(view.fields, metrics.HEALTH_SPEC.name):
+        yield (
+            metrics.HEALTH_SPEC,
+            [
+                (f'{labels},health_error_code="{code}",health_watch="{watch}"', str(status))
+                for gpu, labels in gpus
+                for watch, status, code in gpu.health
+            ],
+        )
+
+
+def _xid_family(
+    gpus: list[tuple[GpuObservation, str]], dcgm_4_6: bool
+) -> tuple[metrics.MetricSpec, list[Sample]]:
+    return (
+        _named(metrics.XID_SPEC, dcgm_4_6),
         [
             (
                 f'{labels},err_code="{gpu.last_xid}",err_msg="{escape(catalog.describe(gpu.last_xid))}"',
@@ -113,23 +154,21 @@ def family_samples(
             for gpu, labels in gpus
         ],
     )
-    yield (
-        metrics.HEALTH_SPEC,
-        [
-            (f'{labels},health_error_code="{code}",health_watch="{watch}"', str(status))
-            for gpu, labels in gpus
-            for watch, status, code in gpu.health
-        ],
-    )
 
 
 def render_node(
-    node: NodeObservation, *, hostname_label: HostnameLabel = "Hostname", pod_labels: bool = True
+    node: NodeObservation,
+    *,
+    hostname_label: HostnameLabel = "Hostname",
+    pod_labels: bool = True,
+    view: ExporterView = CLASSIC_VIEW,
 ) -> str:
     """The body of one node's /metrics (empty when its exporter is down); `pod_labels` off is an exporter
     that maps no pods."""
     out: list[str] = []
-    for spec, samples in family_samples((node,), hostname_label=hostname_label, pod_labels=pod_labels):
+    for spec, samples in family_samples(
+        (node,), hostname_label=hostname_label, pod_labels=pod_labels, view=view
+    ):
         out.append(f"# HELP {spec.name} {spec.help}\n# TYPE {spec.name} {spec.prom_type}\n")
         out.extend(f"{spec.name}{{{labels}}} {value}\n" for labels, value in samples)
     return "".join(out)

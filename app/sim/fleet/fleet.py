@@ -18,10 +18,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from app.sim.fleet import catalog, injection
+from app.sim.fleet.background import BACKGROUND_TRAPS, Background
 from app.sim.fleet.build import build_fleet
 from app.sim.fleet.gpu import GpuState
 from app.sim.fleet.modes import lead_time, start_process
@@ -31,7 +33,9 @@ from app.sim.fleet.operations import NodeOperations
 from app.sim.fleet.params import FailureMode, PrecursorShapes, SimConfig
 from app.sim.fleet.process import FailureProcess, ProcessSpec
 from app.sim.fleet.randomness import choose_weighted, exponential_after, make_streams, poisson
-from app.sim.fleet.truth import FailureRecord, GroundTruth, OpsRecord, PendingRecord, TruthLog
+from app.sim.fleet.recovery import TRAP_RECOVERED, RecoveredPrecursor
+from app.sim.fleet.strength import PRECURSOR_MODES, classic_strength, weakened
+from app.sim.fleet.truth import FailureRecord, GroundTruth, OpsRecord, PendingRecord, TrapRecord, TruthLog
 from app.sim.fleet.workloads import Scheduler
 
 DEFAULT_START = datetime(2025, 3, 3, tzinfo=UTC).timestamp()
@@ -79,7 +83,9 @@ class FleetSim:
         self._t = self.start_s
         self._streams = make_streams(seed)
         self._truth = TruthLog()
-        built = build_fleet(self.config, nodes=nodes, rng=self._streams.identity)
+        # Streams only a personality uses (the classic simulator never draws from them).
+        self._variety = random.Random(f"{seed}:variety")  # noqa: S311 - simulation, not cryptography
+        built = build_fleet(self.config, nodes=nodes, rng=self._streams.identity, variety=self._variety)
         self.nodes: list[NodeState] = built.nodes
         self._truth.traps.extend(built.traps)
         self._by_name = {node.name: node for node in self.nodes}
@@ -88,8 +94,21 @@ class FleetSim:
         self._timers: list[_Timer] = []
         self._seq = itertools.count()
         self.observer = Observer(
-            seed=seed, hardware=self.config.hardware, traps=self.config.traps, rack_offsets=built.rack_offsets
+            seed=seed,
+            hardware=self.config.hardware,
+            traps=self.config.traps,
+            rack_offsets=built.rack_offsets,
+            background=self.config.background,
+            scrape_gap_p=self.config.exporter.scrape_gap_p,
         )
+        self.background = Background(
+            params=self.config.background,
+            gpus=self._gpus,
+            rng=random.Random(f"{seed}:background"),  # noqa: S311 - simulation, not cryptography
+            start=self._t,
+            on_recovered=self._start_recovered,
+        )
+        self._truth.traps.extend(self.background.traps)
         self.scheduler = Scheduler(
             params=self.config.workloads,
             traps=self.config.traps,
@@ -194,11 +213,14 @@ class FleetSim:
                     precursor_start=gpu.process.precursor_start,
                     failure_time=gpu.process.fail_at,
                     xid=gpu.process.xid,
+                    precursor_strength=gpu.process.strength,
                 )
                 for gpu in self._gpus
-                if gpu.process is not None
+                if gpu.process is not None and not isinstance(gpu.process, RecoveredPrecursor)
             )
-        return self._truth.snapshot(start=self.start_s, now=self._t, pending=pending)
+        return self._truth.snapshot(
+            start=self.start_s, now=self._t, pending=pending, personality=self.config.personality
+        )
 
     # -- control -------------------------------------------------------------------------------------
 
@@ -261,15 +283,82 @@ class FleetSim:
             gpu = self._pick_gpu(rng.randrange(len(self._gpus)), rng.randrange(1 << 30))
             if gpu is None or onset + lead < self.start_s:
                 continue  # no eligible GPU, or (during warm-up) it would have failed before the start
-            self.begin(gpu, entry.mode, onset=onset, fail_at=onset + lead, xid=xid, category=entry.category)
+            strength, shapes = self._strength(entry.mode)
+            start = onset + lead if strength == "none" else onset
+            process = self.begin(
+                gpu,
+                entry.mode,
+                onset=start,
+                fail_at=onset + lead,
+                xid=xid,
+                category=entry.category,
+                shapes=shapes,
+            )
+            process.strength = strength
+
+    def _strength(self, mode: FailureMode) -> tuple[str, PrecursorShapes | None]:
+        """The personality's precursor strength for a new failure, and the shapes it needs (classic: the
+        mode's own rule, nothing drawn)."""
+        mix = self.config.precursors
+        if mix.shares is None or mode not in PRECURSOR_MODES:
+            return "", None
+        strength = self._variety.choices(("strong", "weak", "none"), weights=mix.shares)[0]
+        if strength == "weak":
+            return strength, weakened(self.config.shapes, mix.weak_factor)
+        return strength, None
 
     def _pick_gpu(self, first: int, stride_seed: int) -> GpuState | None:
         count = len(self._gpus)
         for attempt in range(_PICK_TRIES):
             gpu = self._gpus[(first + attempt * (stride_seed | 1)) % count]
-            if gpu.trap is None and gpu.process is None and gpu.present and not gpu.failed:
+            eligible = gpu.trap is None or gpu.trap in BACKGROUND_TRAPS
+            if eligible and gpu.process is None and gpu.present and not gpu.failed:
                 return gpu
         return None
+
+    def _start_recovered(self, t: float) -> None:
+        """A precursor on a healthy GPU that stops partway and never fails (a `recovered-precursor` trap)."""
+        rng = self._variety
+        gpu = self._pick_gpu(rng.randrange(len(self._gpus)), rng.randrange(1 << 30))
+        if gpu is None:
+            return
+        entries = [e for e in self.config.rates.mix if e.mode in PRECURSOR_MODES]
+        entry = rng.choices(entries, weights=[e.weight for e in entries])[0]
+        distribution = lead_time(entry.mode, self.config.lead_times)
+        lead = distribution.from_normal(rng.gauss(0.0, 1.0)) if distribution else 3600.0
+        stop_at = t + lead * rng.uniform(0.2, 0.8)
+        spec = ProcessSpec(
+            onset=t,
+            fail_at=t + lead,
+            xid=choose_weighted(rng, entry.xids),
+            category="recovered",
+            seed=self.seed,
+            serial=gpu.identity.serial,
+            shapes=self.config.shapes,
+        )
+        inner = start_process(entry.mode, spec, hardware=self.config.hardware)
+        self._drop_background_trap(gpu)
+        gpu.trap = TRAP_RECOVERED
+        gpu.process = RecoveredPrecursor(spec, inner, stop_at=stop_at)
+        self._activate(gpu)
+        identity = gpu.identity
+        self._truth.traps.append(
+            TrapRecord(
+                kind=TRAP_RECOVERED,
+                node=identity.node,
+                gpu=identity.index,
+                uuid=identity.uuid,
+                detail=entry.mode.value,
+                time=t,
+                until=stop_at,
+            )
+        )
+
+    def _drop_background_trap(self, gpu: GpuState) -> None:
+        """A GPU with background noise that starts a real precursor (or a recovered one) is a trap no more."""
+        if gpu.trap in BACKGROUND_TRAPS:
+            self._truth.drop_trap(gpu.identity.uuid)
+            gpu.trap = None
 
     def begin(
         self,
@@ -295,6 +384,7 @@ class FleetSim:
             shapes=self.config.shapes if shapes is None else shapes,
         )
         process = start_process(mode, spec, hardware=self.config.hardware, recovery_action=recovery_action)
+        self._drop_background_trap(gpu)
         gpu.process = process
         self._activate(gpu)
         return process
@@ -316,6 +406,7 @@ class FleetSim:
         dt = t1 - t0
         if dt <= 0.0 and not self._active:
             return
+        self.background.advance(t1)
         for serial, gpu in list(self._active.items()):
             if gpu.sbe_per_s > 0.0:
                 gpu.add_sbe(poisson(rng, gpu.sbe_per_s * dt))
@@ -328,6 +419,8 @@ class FleetSim:
                 process.advance(gpu, t0, t1, rng)
                 if process.fail_at <= t1:
                     self.fail_now(gpu, process, max(process.fail_at, t0))
+                elif process.finished(t1):
+                    gpu.process = None
             if not gpu.active:
                 del self._active[serial]
 
@@ -360,6 +453,7 @@ class FleetSim:
             vanished=outcome.vanish,
             injected=injected or process.category == "injected",
             detail=outcome.detail,
+            precursor_strength=process.strength or classic_strength(start, outcome.detail),
         )
         self._truth.failures.append(record)
         if outcome.vanish:

@@ -48,7 +48,7 @@ class Effects:
 NO_EFFECTS = Effects()
 
 # The workload on the slot (and its power draw) is the scheduler's business, not the board's.
-_KEPT_ON_REPLACE = frozenset({"pod", "util", "fb_used_mib", "power_w", "temp_offset_c"})
+_KEPT_ON_REPLACE = frozenset({"pod", "util", "fb_used_mib", "power_w", "temp_offset_c", "power_scale"})
 
 
 @dataclass(slots=True)
@@ -76,6 +76,8 @@ class GpuState:
     power_violation_us: float = 0.0
     # The HW power brake slowdown (clocks event reason 0x80) holds until this simulated time.
     brake_until: float = 0.0
+    # A HW slowdown (0x8) on a healthy board (background noise) holds until this simulated time.
+    slowdown_until: float = 0.0
     last_xid: int = 0
     recovery_action: int = 0
     present: bool = True
@@ -90,6 +92,8 @@ class GpuState:
     sbe_per_s: float = 0.0
     nvlink_noise_per_s: float = 0.0
     temp_offset_c: float = 0.0
+    # The board's power draw relative to the nominal curve (a per-GPU baseline).
+    power_scale: float = 1.0
     # Workload: the pod on this GPU, its utilisation target and framebuffer use.
     pod: PodRef | None = None
     util: float = 0.0

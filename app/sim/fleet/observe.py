@@ -9,18 +9,21 @@ rule may mistake for thermal trouble.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.sim.fleet import metrics
 from app.sim.fleet.gpu import NO_EFFECTS, Effects, GpuIdentity, GpuState
 from app.sim.fleet.nodes import NodeState
-from app.sim.fleet.params import HardwareSpec, TrapParams
+from app.sim.fleet.params import BackgroundParams, HardwareSpec, TrapParams
 from app.sim.fleet.randomness import noise, unit
 from app.sim.fleet.workloads import PodRef
 
 AMBIENT_C = 27.0
 _BLIP_SALT = 91
 _POWER_CAP_SALT = 92
+_SYNC_BOOST_SALT = 93
+_SCRAPE_GAP_SALT = 94
+THROTTLE_SYNC_BOOST = 0x10
 HealthRow = tuple[str, int, str]
 ALL_PASS: tuple[HealthRow, ...] = tuple(
     (watch, metrics.HEALTH_PASS, metrics.HEALTH_OK_CODE) for watch in metrics.HEALTH_WATCHES
@@ -64,9 +67,14 @@ class Observer:
     hardware: HardwareSpec
     traps: TrapParams
     rack_offsets: tuple[float, ...]
+    background: BackgroundParams = field(default_factory=BackgroundParams)
+    # Chance that one scrape of one node is lost (it then reads as the exporter being down).
+    scrape_gap_p: float = 0.0
 
     def node(self, node: NodeState, t: float) -> NodeObservation:
         up = node.exporter_up(t)
+        if up and self.scrape_gap_p > 0.0:
+            up = unit(self.seed, -1 - node.index, int(t), _SCRAPE_GAP_SALT) >= self.scrape_gap_p
         lost = tuple(gpu.identity for gpu in node.gpus if not gpu.present)
         return NodeObservation(
             node=node.name,
@@ -91,6 +99,9 @@ class Observer:
         if t < gpu.brake_until:
             throttle |= metrics.THROTTLE_HW_POWER_BRAKE
         clock_factor = effects.clock_factor
+        if t < gpu.slowdown_until and busy:
+            throttle |= metrics.THROTTLE_HW_SLOWDOWN
+            clock_factor *= 0.7
         if throttle & metrics.THROTTLE_SW_POWER_CAP:
             clock_factor *= 0.96
         offset = self.rack_offsets[node.rack] + gpu.temp_offset_c
@@ -98,6 +109,8 @@ class Observer:
         mem_temp = gpu_temp + 5.0 + 0.06 * util + 0.6 * noise(self.seed, serial, tick, 3)
         power = hw.idle_power_w + (hw.tdp_w - hw.idle_power_w) * util / 100.0 * 0.92
         power *= effects.power_factor * (1.0 + 0.02 * noise(self.seed, serial, tick, 4))
+        if gpu.power_scale != 1.0:
+            power = min(hw.tdp_w, power * gpu.power_scale)
         sm_clock = hw.sm_clock_max_mhz * clock_factor if busy else hw.sm_clock_idle_mhz
         fb_used = gpu.fb_used_mib + (0 if not busy else int(64 * noise(self.seed, serial, tick, 5)))
         fb_used = max(0, fb_used)
@@ -141,8 +154,11 @@ class Observer:
             return metrics.THROTTLE_IDLE
         minute = int(t // 60.0)
         bits = 0
-        if unit(self.seed, gpu.identity.serial, minute, _POWER_CAP_SALT) < 0.1:
+        if unit(self.seed, gpu.identity.serial, minute, _POWER_CAP_SALT) < self.background.power_cap_share:
             bits |= metrics.THROTTLE_SW_POWER_CAP
+        share = self.background.sync_boost_share
+        if share > 0.0 and unit(self.seed, gpu.identity.serial, minute, _SYNC_BOOST_SALT) < share:
+            bits |= THROTTLE_SYNC_BOOST
         if node.hot and self._hot_blip(node, minute):
             bits |= metrics.THROTTLE_SW_THERMAL
         return bits

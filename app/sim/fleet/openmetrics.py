@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
-from app.sim.fleet import exposition, metrics
+from app.sim.fleet import exposition, fieldsets, metrics
 from app.sim.fleet.exposition import HostnameLabel, Sample
 from app.sim.fleet.frames import Frame
+from app.sim.fleet.params import ExporterView
 
 CounterStyle = Literal["unknown", "counter", "suffixed"]
 Grouping = Literal["time", "series"]
@@ -62,6 +63,7 @@ class OpenMetricsWriter:
         grouping: Grouping = "time",
         target_labels: bool = True,
         families: Collection[str] | None = None,
+        view: ExporterView | None = None,
     ) -> None:
         self.path = path
         self.hostname_label = hostname_label
@@ -69,6 +71,9 @@ class OpenMetricsWriter:
         self.grouping = grouping
         self.target_labels = target_labels
         self.families = frozenset(families) if families is not None else None
+        self.view = view or exposition.CLASSIC_VIEW
+        if self.families is not None and self.view.metric_names == "4.6":
+            self.families |= {fieldsets.exported_name(name, dcgm_4_6=True) for name in self.families}
         self.samples = 0
         self._out: IO[str] = path.open("w", encoding="utf-8")
         self._spool_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -94,7 +99,7 @@ class OpenMetricsWriter:
 
     def _families(self, frame: Frame) -> Iterable[_Family]:
         for spec, samples in exposition.family_samples(
-            frame.nodes, hostname_label=self.hostname_label, target_labels=self.target_labels
+            frame.nodes, hostname_label=self.hostname_label, target_labels=self.target_labels, view=self.view
         ):
             name, om_type, sample_name = self._family(spec.name, spec.prom_type)
             yield _Family(name, om_type, spec.help, sample_name, samples)

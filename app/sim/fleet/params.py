@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal
 
 
 class FailureMode(StrEnum):
@@ -240,6 +241,98 @@ class OpsParams:
     background_sbe_per_day: float = 0.3
 
 
+# What the fleet's healthy hardware, exporter and precursors look like beyond the classic simulator. Every
+# default below is "off" (the classic simulator); `personality.py` draws values from published ranges.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkNoise:
+    """Background errors on one kind of healthy link: bursty episodes at a per-GPU rate.
+
+    A share `gpu_fraction` of GPUs has a background at all; each such GPU's episode rate is log-normal
+    around `episodes_per_day` with `sigma` (natural log: 2.3 spreads rates over about two orders of
+    magnitude either way); an episode adds a geometric number of errors with mean `episode_mean`. A share
+    `chronic_fraction` of GPUs also has a steady low rate of single errors (`chronic_per_day`). GPUs whose
+    rate is at least `loud_per_day` episodes a day are recorded as traps (they look sick and are not).
+    """
+
+    gpu_fraction: float = 0.0
+    episodes_per_day: float = 0.0
+    sigma: float = 0.0
+    episode_mean: float = 1.0
+    chronic_fraction: float = 0.0
+    chronic_per_day: float = 0.0
+    loud_per_day: float = 1.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackgroundParams:
+    """Healthy-hardware noise beyond the classic traps (a personality's `noise` is already applied)."""
+
+    pcie: LinkNoise = field(default_factory=LinkNoise)
+    nvlink: LinkNoise = field(default_factory=LinkNoise)
+    # Share of NVLink CRC errors that are data (not flow-control) CRC errors, and replays per CRC error
+    # (link-level retry is what absorbs them).
+    nvlink_data_share: float = 0.4
+    nvlink_replay_per_crc: float = 0.0
+    # Throttle reasons on healthy, busy GPUs: share of minutes at the SW power cap (0x4), of minutes with
+    # sync boost (0x10), and HW slowdown (0x8) episodes per GPU-day (60-600 s each).
+    power_cap_share: float = 0.1
+    sync_boost_share: float = 0.0
+    hw_slowdown_per_gpu_day: float = 0.0
+    # Precursor episodes on healthy GPUs that stop and never fail, per 1,000 GPU-days.
+    recovered_per_1000_gpu_days: float = 0.0
+
+
+PrecursorStrength = Literal["strong", "weak", "none"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrecursorMix:
+    """How strong the precursors of failures with one are: shares of strong / weak / no precursor.
+
+    `None` (the classic simulator) leaves every mode's own rule (HBM's weak share, GSP's hint share).
+    A weak precursor scales the precursor's end rates (and temperature rise) by `weak_factor`.
+    """
+
+    shares: tuple[float, float, float] | None = None
+    weak_factor: float = 0.1
+
+
+HostLabelName = Literal["Hostname", "hostname", "node", "kubernetes_node"]
+MetricNames = Literal["pre-4.6", "4.6"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExporterView:
+    """What the fleet's exporter shows: which fields, under which names, with which host label.
+
+    `fields` None exposes every field the simulator has (the classic set); otherwise only those family
+    names appear (a field not exposed has no series at all, and no column in the dataset). `host_label`
+    None is an exporter run with --no-hostname (series told apart by `instance`). `scrape_gap_p` is the
+    chance that one scrape of one node is lost (a timeout): no samples at that instant.
+    """
+
+    fields: frozenset[str] | None = None
+    field_set: str = "full"
+    host_label: HostLabelName | None = "Hostname"
+    metric_names: MetricNames = "pre-4.6"
+    scrape_gap_p: float = 0.0
+    # The dataset's host column takes the label's name (`Hostname`, `instance`, ...) rather than `node`.
+    table_host: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Baselines:
+    """Per-GPU and per-rack spread of temperature and power on healthy hardware (classic: 1.5 C, 1.0 C)."""
+
+    gpu_temp_sigma_c: float = 1.5
+    rack_temp_sigma_c: float = 1.0
+    cool_rack_fraction: float = 0.0
+    cool_rack_offset_c: float = -4.0
+    power_sigma: float = 0.0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SimConfig:
     """Everything `FleetSim` needs besides the node count and the seed."""
@@ -251,5 +344,11 @@ class SimConfig:
     traps: TrapParams = field(default_factory=TrapParams)
     workloads: WorkloadParams = field(default_factory=WorkloadParams)
     ops: OpsParams = field(default_factory=OpsParams)
+    background: BackgroundParams = field(default_factory=BackgroundParams)
+    precursors: PrecursorMix = field(default_factory=PrecursorMix)
+    exporter: ExporterView = field(default_factory=ExporterView)
+    baselines: Baselines = field(default_factory=Baselines)
     nodes_per_rack: int = 4
     node_prefix: str = "gpu-node"
+    # The personality this configuration came from (its name and drawn values), for the ground truth.
+    personality: dict[str, object] | None = field(default=None, compare=False, hash=False)

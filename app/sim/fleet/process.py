@@ -62,6 +62,8 @@ class FailureProcess(ABC):
         self.serial = spec.serial
         self.shapes = spec.shapes
         self.has_precursor = spec.has_precursor
+        # "strong", "weak" or "none" when the fleet's personality chose it; "" leaves the mode's own rule.
+        self.strength = ""
         # Per-instance parameters and the failure's outcome come from this stream.
         self.rng = random.Random(spec.rng_key)  # noqa: S311 - simulation, not cryptography
 
@@ -89,6 +91,11 @@ class FailureProcess(ABC):
     def effects(self, t: float) -> Effects:
         del t
         return NO_EFFECTS
+
+    def finished(self, t: float) -> bool:
+        """Whether the process has ended without a failure by `t` (a precursor that recovered)."""
+        del t
+        return False
 
     @abstractmethod
     def fail(self, gpu: GpuState, t: float) -> Outcome:

@@ -90,6 +90,7 @@ async def node_metrics(request: web.Request) -> web.Response:
         observation,
         hostname_label=settings.hostname_label,
         pod_labels=observation.node not in settings.unmapped_nodes,
+        view=sim.config.exporter,
     )
     return web.Response(body=text.encode(), headers={"Content-Type": exposition.CONTENT_TYPE})
 

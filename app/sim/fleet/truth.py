@@ -7,6 +7,7 @@ immutable snapshot of it, so a caller can keep one while the simulation runs on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -55,6 +56,8 @@ class FailureRecord:
     vanished: bool
     injected: bool
     detail: str = ""
+    # "strong", "weak" or "none" (no precursor): how much warning the failure gave.
+    precursor_strength: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +71,7 @@ class PendingRecord:
     precursor_start: float | None
     failure_time: float
     xid: int
+    precursor_strength: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +116,9 @@ class TrapRecord:
     job: str | None = None
     namespace: str | None = None
     detail: str = ""
+    # When the trap showed (a recovered precursor's episode); None: all along.
+    time: float | None = None
+    until: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,9 +142,12 @@ class GroundTruth:
     ops: tuple[OpsRecord, ...] = ()
     traps: tuple[TrapRecord, ...] = ()
     interruptions: tuple[InterruptionRecord, ...] = ()
+    # The fleet's personality (name and every drawn value); None for a fleet built without one.
+    personality: Mapping[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        head = {} if self.personality is None else {"personality": dict(self.personality)}
+        return head | {
             "start": iso(self.start),
             "now": iso(self.now),
             "failures": [_render(r) for r in self.failures],
@@ -165,8 +175,16 @@ class TruthLog:
     def drop_trap(self, uuid: str) -> None:
         self.traps = [trap for trap in self.traps if trap.uuid != uuid]
 
-    def snapshot(self, *, start: float, now: float, pending: tuple[PendingRecord, ...] = ()) -> GroundTruth:
+    def snapshot(
+        self,
+        *,
+        start: float,
+        now: float,
+        pending: tuple[PendingRecord, ...] = (),
+        personality: Mapping[str, Any] | None = None,
+    ) -> GroundTruth:
         return GroundTruth(
+            personality=personality,
             start=start,
             now=now,
             failures=tuple(self.failures),
