@@ -35,6 +35,7 @@ from app.predict import (
 )
 from app.predict import cli_common as common
 from app.predict.backtest_json import iso
+from app.predict.features import series
 from app.predict.truth_file import TRUTH_HELP
 
 
@@ -55,7 +56,7 @@ def add_backtest_arguments(parser: argparse.ArgumentParser) -> None:
         "--warmup",
         default="auto",
         help="history the features need before a step is scored: 'auto' (the features' longest window, "
-        f"{features.W7D / 86400:g}d), a duration, or 0. Scoring starts at the first sample + warm-up when "
+        f"{series.W7D / 86400:g}d), a duration, or 0. Scoring starts at the first sample + warm-up when "
         "that is after --start, and the output says so",
     )
     parser.add_argument("--truth", type=Path, help=TRUTH_HELP)
@@ -171,7 +172,7 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
     act = args.act if args.act is not None else ladder.act
     if warn is not None and act is not None and not warn < act:
         raise common.Usage(f"warn ({warn:g}) must be below act ({act:g}): two distinct levels")
-    warmup = features.W7D if args.warmup == "auto" else common.seconds(args.warmup, name="--warmup")
+    warmup = series.W7D if args.warmup == "auto" else common.seconds(args.warmup, name="--warmup")
     return _Inputs(
         start=start,
         end=end,

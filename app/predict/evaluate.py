@@ -324,9 +324,7 @@ def _failures_caught(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> pd.DataFr
     return out[columns]
 
 
-def _traps(
-    data: EvalSet, flagged: npt.NDArray[np.bool_]
-) -> tuple[int, int, dict[str, int], dict[str, int]]:
+def _traps(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> tuple[int, int, dict[str, int], dict[str, int]]:
     is_trap = data.trap_kind != ""
     if not is_trap.any():
         return 0, 0, {}, {}

@@ -1,6 +1,6 @@
 """`sickbay train` with the promotion gate: a new model becomes current only if it beats the rules baseline.
 
-`train.add_arguments` / `train.run` do the training (wt-model's module); this wraps them:
+`train_cli.add_arguments` / `train_cli.run` do the training; this wraps them:
 
 - `--dataset`: the model is trained and saved, then scored with the baseline
   (`rules/prediction-baseline.yaml`, `--baseline`) on the same holdout rows (`promotion.against_baseline`,
@@ -27,14 +27,25 @@ import pandas as pd
 from app.config import rules
 from app.config.errors import ConfigError
 from app.config.settings import RULES_DIR
-from app.predict import baseline, evaluate, history, prometheus, promotion, registry, retrain, split, train
+from app.predict import (
+    baseline,
+    evaluate,
+    history,
+    prometheus,
+    promotion,
+    registry,
+    retrain,
+    split,
+    train,
+    train_cli,
+)
 from app.predict import cli_common as common
 
 REFUSED = 6  # exit code: trained and saved, but the gate kept it from becoming current
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    train.add_arguments(parser)
+    train_cli.add_arguments(parser)
     gate = parser.add_argument_group("promotion gate")
     gate.add_argument(
         "--baseline",
@@ -58,9 +69,9 @@ def run(args: argparse.Namespace, *, now: datetime | None = None) -> int:
     if args.from_prometheus:
         return run_from_prometheus(args, rules_baseline, now=now)
     if args.out is None or args.no_activate or args.force:
-        return train.run(args, now=now)
+        return train_cli.run(args, now=now)
     before = _versions(args.out)
-    code = train.run(argparse.Namespace(**{**vars(args), "no_activate": True}), now=now)
+    code = train_cli.run(argparse.Namespace(**{**vars(args), "no_activate": True}), now=now)
     if code != 0:
         return code
     added = sorted(_versions(args.out) - before)
@@ -68,7 +79,7 @@ def run(args: argparse.Namespace, *, now: datetime | None = None) -> int:
         print(f"sickbay train: cannot tell which version was saved in {args.out}", file=sys.stderr)
         return 2
     model = registry.load(args.out / added[0])
-    config = train.config_from(args)
+    config = train_cli.config_from(args)
     with train.Steps(show=not args.quiet) as steps:
         holdout = train.prepare(args.dataset, config, steps=steps).part_of(split.Part.HOLDOUT)
     gate = gate_model(model, holdout, rules_baseline)
@@ -124,7 +135,7 @@ def run_from_prometheus(
             now=now,
             failures_from_journal=journal,
             xid_classes=history.xid_classes(catalog),
-            config=train.config_from(args),
+            config=train_cli.config_from(args),
             steps=steps,
             threads=args.threads,
             min_failures=args.min_failures,
