@@ -219,13 +219,15 @@ def table(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
     baseline = any(isinstance(body.get("baseline"), dict) for _, body in results)
     head = ["fleet", *(name for name, _ in COLUMNS)]
     if baseline:
-        head += [f"rules {name}" for name, _ in COLUMNS]
+        head += [*(f"rules {name}" for name, _ in COLUMNS), "beats rules"]
     rows = [head]
     for name, body in results:
         cells = [name, *(_cell(body.get("summary"), path) for _, path in COLUMNS)]
         if baseline:
             rules = body.get("baseline") or {}
             cells += [_cell(rules.get("summary", rules), path) for _, path in COLUMNS]
+            verdict = rules.get("model_beats_baseline") or {}
+            cells.append("yes" if verdict.get("passed") else "no")
         rows.append(cells)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join(
