@@ -10,7 +10,7 @@ In layers (`.importlinter`, `predict-layers`; top imports bottom):
   `proactive_replay` (the ladder and its budget over the alarms), `costs` (GPU-hours), `backtest_summary`,
   `backtest_json`;
 - scoring: `service` (the scheduler's job), `score` (samples → `domain.Risk`);
-- model: `train`, `retrain`, `promotion` (the gate: beat the rules baseline and the current model),
+- model: `train` (with `train_config`, `prepare`, `thresholds`, `steps`, `train_cli`), `retrain`, `promotion` (the gate: beat the rules baseline and the current model),
   `registry` (versions, atomic swaps), `model_card` (the card and the checked load), `baseline` (the rules);
 - reading: `prometheus` (one query per metric), `recent_window` (the service's look-back), `dataset`;
 - pure core: `features`, `labels`, `split`, `history`, `evaluate`, `coverage` (which of the model's source
