@@ -1,15 +1,20 @@
 """Degradation prediction: features, training, registry, scoring, backtest. The only place that imports sklearn.
 
-- `features` (pure): DCGM samples → per-GPU features (`FEATURES`); `labels`, `split` (pure): training targets
-  and the leak-free time/node split; `evaluate` (pure given scores): precision, alarms, lead time, traps.
-- `dataset`: reads a dataset directory (time series + ground truth); `train`: the training pipeline and its
-  command line; `registry`: skops models with JSON cards, checked loads, atomic swaps, promotion.
-- `score`: samples → `domain.Risk` per GPU and node; `prometheus`: the reader (one query per metric);
-  `service`: the scheduler's scoring job; `cli`: `train`, `evaluate`, `score`, `backtest`.
-- `backtest`: replays a Prometheus range as the service would have scored it (batches of hosts, pure
-  replay), judges the alarms against a simulator's truth or the failures `history` reads back from the
-  samples; `costs` (pure): GPU-hours lost with and without the proactive ladder, capacity it held;
-  `report`: the backtest as a self-contained HTML page with inline SVG plots.
+In layers (`.importlinter`, `predict-layers`; top imports bottom):
+
+- commands and report: `cli` (`sickbay train|evaluate|score|backtest|models`), `backtest_cli`,
+  `backtest_table`, `train_gate` (training behind the promotion gate), `truth_file` (`--truth`),
+  `cli_common` (the installed models directory), `report` + `report_svg` (the HTML page);
+- backtest: `replay_range` (Prometheus in batches of hosts, warm-up) → `replay` (pure: scores every step as
+  the service would, the rules baseline beside the model) → `backtest` (pure: judges alarms against truth),
+  `proactive_replay` (the ladder and its budget over the alarms), `costs` (GPU-hours), `backtest_summary`,
+  `backtest_json`;
+- scoring: `service` (the scheduler's job), `score` (samples → `domain.Risk`);
+- model: `train` (with `train_config`, `prepare`, `thresholds`, `steps`, `train_cli`), `retrain`, `promotion` (the gate: beat the rules baseline and the current model),
+  `registry` (versions, atomic swaps), `model_card` (the card and the checked load), `baseline` (the rules);
+- reading: `prometheus` (one query per metric), `recent_window` (the service's look-back), `dataset`;
+- pure core: `features`, `labels`, `split`, `history`, `evaluate`, `coverage` (which of the model's source
+  fields a fleet lacks), `hysteresis` (the hold on the way down, one step for serve and backtest).
 
 Never imports `app.sim` (tests may).
 """

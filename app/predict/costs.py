@@ -48,7 +48,6 @@ time: the ladder can save at most 75% of the lost work, times the share of failu
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -56,6 +55,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+
+from app.config import rules
+from app.decide import gates
 
 HOUR = 3600.0
 HOLD_COLUMNS: tuple[str, ...] = ("node", "start", "end")
@@ -97,12 +99,17 @@ class CostModel:
         """GPU-hours of a planned restart from a fresh checkpoint."""
         return self.job_gpus * self.restart_h
 
+    def budget(self, nodes: int) -> Budget:
+        """The proactive budget of a fleet of `nodes` GPU nodes, as the decision layer's policy has it."""
+        cap = max(nodes, 1) if self.proactive_max_nodes is None else self.proactive_max_nodes
+        policy = rules.BudgetPolicy(
+            proactive_max_fraction=self.proactive_max_fraction, proactive_max_nodes=cap
+        )
+        return Budget(gpu_nodes=nodes, policy=policy)
+
     def node_limit(self, nodes: int) -> int:
-        """Nodes that may be at act at once: `decide.gates.limit`'s rule (never 0 unless the fraction is)."""
-        if nodes <= 0 or self.proactive_max_fraction == 0:
-            return 0
-        cap = nodes if self.proactive_max_nodes is None else self.proactive_max_nodes
-        return max(1, min(cap, math.floor(nodes * self.proactive_max_fraction)))
+        """Nodes that may be at act at once: `decide.gates.proactive_limit` (never 0 unless the fraction is)."""
+        return self.budget(nodes).limit
 
     def failure_loss_gpu_h(self, lead_h: float | None) -> float:
         """One failure's cost with the ladder: planned when flagged at least `min_lead_h` ahead."""
@@ -208,17 +215,49 @@ def _share(part: float, whole: float) -> float:
     return part / whole if whole > 0 else float("nan")
 
 
-def admit(holds: pd.DataFrame, limit: int, *, resend_s: float | None = None) -> npt.NDArray[np.float64]:
-    """When each hold (disjoint per node, as `merged_holds` gives) gets its node to act under a budget of
-    `limit` nodes at act at once; NaN when it never does.
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The proactive budget the ladder applies: `decide.gates.admit_proactive` over these GPU nodes."""
+
+    gpu_nodes: int
+    policy: rules.BudgetPolicy
+
+    @classmethod
+    def of_limit(cls, limit: int) -> Budget:
+        """A budget of exactly `limit` nodes at act (0: none)."""
+        policy = rules.BudgetPolicy(
+            proactive_max_fraction=1.0 if limit > 0 else 0.0, proactive_max_nodes=max(limit, 1)
+        )
+        return cls(gpu_nodes=max(limit, 0), policy=policy)
+
+    @property
+    def limit(self) -> int:
+        return gates.proactive_limit(self.gpu_nodes, self.policy) if self.gpu_nodes > 0 else 0
+
+    def admits(self, node: str, acting: frozenset[str]) -> bool:
+        """May `node` go to act while `acting` are: the serve path's very check."""
+        fleet = gates.ProactiveFleet(gpu_nodes=self.gpu_nodes, acting=acting)
+        return gates.admit_proactive(fleet, node=node, policy=self.policy).allowed
+
+
+def admit(
+    holds: pd.DataFrame, budget: Budget | int, *, resend_s: float | None = None
+) -> npt.NDArray[np.float64]:
+    """When each hold (disjoint per node, as `merged_holds` gives) gets its node to act under the proactive
+    `budget` (or a plain limit of nodes at act at once); NaN when it never does.
 
     A hold asks at its start, and the scorer asks again every `resend_s` (the policy's
-    `prediction.resend`; None: never again) until the hold ends; it is admitted at the first ask that
-    finds a slot free. A slot frees when an admitted hold ends (ends before asks at the same instant; asks
-    at one instant in order of the holds' starts).
+    `prediction.resend`; None: never again) until the hold ends; it is admitted at the first ask the
+    budget admits (`Budget.admits`: `decide.gates.admit_proactive`, as the ladder decides it in serve). A
+    slot frees when an admitted hold ends (ends before asks at the same instant; asks at one instant in
+    order of the holds' starts).
     """
+    budget = budget if isinstance(budget, Budget) else Budget.of_limit(budget)
     start = holds["start"].to_numpy(dtype=np.float64)
     end = holds["end"].to_numpy(dtype=np.float64)
+    nodes = (
+        holds["node"].astype(str).to_numpy() if "node" in holds.columns else np.arange(len(holds)).astype(str)
+    )
     admitted_at = np.full(len(holds), np.nan)
     order = np.argsort(start, kind="stable")
     rank = np.empty(len(holds), dtype=np.int64)
@@ -226,14 +265,17 @@ def admit(holds: pd.DataFrame, limit: int, *, resend_s: float | None = None) -> 
     # (time, 0 = an end, 1 = an ask, rank, hold)
     events: list[tuple[float, int, int, int]] = [(float(start[i]), 1, int(rank[i]), int(i)) for i in order]
     heapq.heapify(events)
-    running = 0
+    acting: dict[str, int] = {}  # node -> admitted holds running (merged holds: at most one)
     while events:
         t, kind, _, i = heapq.heappop(events)
+        node = str(nodes[i])
         if kind == 0:
-            running -= 1
-        elif running < limit and (t < end[i] or t == start[i]):
+            acting[node] -= 1
+            if not acting[node]:
+                del acting[node]
+        elif (t < end[i] or t == start[i]) and budget.admits(node, frozenset(acting)):
             admitted_at[i] = t
-            running += 1
+            acting[node] = acting.get(node, 0) + 1
             heapq.heappush(events, (float(end[i]), 0, int(rank[i]), i))
         elif resend_s is not None and resend_s > 0 and t + resend_s < end[i]:
             heapq.heappush(events, (t + resend_s, 1, int(rank[i]), i))

@@ -89,6 +89,10 @@ class Metrics:
     trap_gpus: int = 0
     trap_gpus_flagged: int = 0
     trap_gpus_flagged_by_kind: dict[str, int] = field(default_factory=dict)
+    # Per failure mode: failures, those with a precursor, and how many of those were caught; trap GPUs
+    # per kind (flagged ones are in `trap_gpus_flagged_by_kind`).
+    failures_by_mode: dict[str, dict[str, int]] = field(default_factory=dict)
+    trap_gpus_by_kind: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _json_number(v) for k, v in asdict(self).items()}
@@ -221,7 +225,22 @@ def evaluate(scores: npt.NDArray[np.float64], data: EvalSet, *, threshold: float
         trap_gpus=traps[0],
         trap_gpus_flagged=traps[1],
         trap_gpus_flagged_by_kind=traps[2],
+        failures_by_mode=_by_mode(caught),
+        trap_gpus_by_kind=traps[3],
     )
+
+
+def _by_mode(caught: pd.DataFrame) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for mode, group in caught.groupby("mode", sort=True):
+        with_precursor = group[group["has_precursor"]]
+        out[str(mode) or "unknown"] = {
+            "failures": len(group),
+            "with_precursor": len(with_precursor),
+            "with_precursor_caught": int(with_precursor["caught"].sum()),
+            "caught": int(group["caught"].sum()),
+        }
+    return out
 
 
 def _quantiles(hours: npt.NDArray[np.float64]) -> dict[str, float | None]:
@@ -267,7 +286,7 @@ def node_days(keys: pd.DataFrame) -> float:
 
 def _failures_caught(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> pd.DataFrame:
     """One row per hardware failure inside the evaluated slots' time range: caught, lead time."""
-    columns = ["id", "has_precursor", "caught", "lead_s"]
+    columns = ["id", "mode", "has_precursor", "caught", "lead_s"]
     failures = data.failures
     if failures.empty or not len(data):
         return pd.DataFrame(columns=columns).astype({"caught": bool, "has_precursor": bool})
@@ -294,6 +313,7 @@ def _failures_caught(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> pd.DataFr
     out = pd.DataFrame(
         {
             "id": fails["id"].to_numpy(),
+            "mode": fails["mode"].astype(str).to_numpy() if "mode" in fails.columns else "",
             "has_precursor": fails["precursor_start"].notna().to_numpy(),
             "failure_time": fails["failure_time"].to_numpy(),
         }
@@ -304,10 +324,10 @@ def _failures_caught(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> pd.DataFr
     return out[columns]
 
 
-def _traps(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> tuple[int, int, dict[str, int]]:
+def _traps(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> tuple[int, int, dict[str, int], dict[str, int]]:
     is_trap = data.trap_kind != ""
     if not is_trap.any():
-        return 0, 0, {}
+        return 0, 0, {}, {}
     keys = data.keys.loc[is_trap]
     gpu_key = keys["node"].astype(str) + "/" + keys["gpu"].astype(str) + "/" + keys["uuid"].astype(str)
     frame = pd.DataFrame(
@@ -316,4 +336,5 @@ def _traps(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> tuple[int, int, dic
     per_gpu = frame.groupby("gpu").agg(kind=("kind", "first"), flagged=("flagged", "any"))
     hit = per_gpu[per_gpu["flagged"]]
     by_kind = {str(k): int(v) for k, v in hit["kind"].value_counts().items()}
-    return len(per_gpu), len(hit), by_kind
+    every_kind = {str(k): int(v) for k, v in per_gpu["kind"].value_counts().items()}
+    return len(per_gpu), len(hit), by_kind, every_kind

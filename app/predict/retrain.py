@@ -13,11 +13,12 @@
    the current card's horizon, grid, sustain, target precision and primary metric, so both models are
    judged against one definition of a positive;
 4. score the challenger AND the current model on the challenger's holdout — the same `EvalSet`: the last
-   part of the window on nodes the challenger never trained on — and promote the challenger only if its
-   primary metric is higher without more false alarms (`registry.promote_if_better`: an atomic swap that
+   part of the window on nodes the challenger never trained on — and promote the challenger only if it
+   beats the rules baseline on those rows (`promotion.beats_baseline`) and its primary metric is higher
+   than the current model's without more false alarms (`promotion.promote_if_better`: an atomic swap that
    keeps the old model as `previous`, for `registry.rollback`);
 5. the comparison is written into the challenger's card (`metrics["promotion"]`: both versions, both
-   metrics, the verdict and its reason). A rejected challenger is saved too, NOT activated, so an operator
+   metrics, the baseline's figures, the verdict and its reason). A rejected challenger is saved too, NOT activated, so an operator
    can inspect it; `registry.prune` then keeps only the newest few versions besides current and previous.
 
 Two expected troubles are outcomes, never exceptions, and change nothing in the models directory:
@@ -47,7 +48,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import pandas as pd
 
-from app.predict import dataset, history, labels, prometheus, registry, split, train
+from app.predict import baseline, dataset, history, labels, prometheus, promotion, registry, split, train
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +126,13 @@ def retrain(
     min_failures: int = DEFAULT_MIN_FAILURES,
     min_gain: float = 0.0,
     keep: int = DEFAULT_KEEP,
+    rules: baseline.Baseline | None = None,
+    gate: bool = True,
+    force: bool = False,
 ) -> RetrainOutcome:
-    """Train a challenger on [now - window_s, now] and promote it only if it beats the current model."""
+    """Train a challenger on [now - window_s, now] and promote it only if it beats the rules baseline (the
+    shipped `rules/prediction-baseline.yaml` unless `rules` is given; `gate=False` skips it, for tests of
+    the rest) and the current model; `force` (an operator's) promotes it regardless, recorded as forced."""
     started = time.perf_counter()
     end = now.astimezone(UTC)
     start = end - timedelta(seconds=window_s)
@@ -186,8 +192,14 @@ def retrain(
 
     challenger = _unique_version(models_dir, challenger)
     holdout = prepared.part_of(split.Part.HOLDOUT)
-    verdict = registry.promote_if_better(
-        challenger, current, holdout, models_dir=models_dir, min_gain=min_gain
+    verdict = promotion.promote_if_better(
+        challenger,
+        current,
+        holdout,
+        models_dir=models_dir,
+        min_gain=min_gain,
+        rules=(rules if rules is not None else baseline.load()) if gate else None,
+        force=force,
     )
     run.promotion = verdict.record()
     run.challenger = challenger.card.version
@@ -195,7 +207,7 @@ def retrain(
         log.info("retraining promoted risk model %s: %s", challenger.card.version, verdict.reason)
         status = Status.PROMOTED
     else:
-        _keep_rejected(models_dir, registry.with_promotion(challenger, verdict))
+        _keep_rejected(models_dir, promotion.with_promotion(challenger, verdict))
         log.info(
             "retraining kept risk model %s: challenger %s %s",
             verdict.current_version,

@@ -12,11 +12,9 @@ thread (`asyncio.to_thread`). It never raises for the two expected troubles, it 
 `sickbay_class=at-risk`, so classification maps them to the at-risk class). A node whose level drops to
 `none` gets a resolved signal. It enqueues nothing itself: the scheduler does.
 
-Hysteresis, so a score hovering at a threshold does not flap a node's taint: a level goes **up** at once,
-and comes **down** only after `clear_after` consecutive scored cycles in which the score is below that
-level's threshold less `clear_margin` of it (act: below act * (1 - clear_margin)). It then drops to the
-highest level all those cycles still held (warn if any of them stayed at or above warn * (1 - margin),
-else none). A cycle back inside the margin starts the count again.
+Hysteresis, so a score hovering at a threshold does not flap a node's taint: `hysteresis.settle`, the
+step the backtest replays with too (`hysteresis.hold_levels`): up at once, down only after `clear_after`
+consecutive cycles below the level's threshold less `clear_margin` of it.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from app import domain
-from app.predict import prometheus, registry, score
+from app.predict import coverage, hysteresis, prometheus, recent_window, registry, score
 
 log = logging.getLogger(__name__)
 
@@ -113,16 +111,18 @@ class ScoringService:
     _model_error: str | None = None
     _paused: str | None = None
     _levels: dict[str, tuple[domain.RiskLevel, datetime]] = field(default_factory=dict)
-    # node → (consecutive cycles below its level's clear line, the highest level those cycles held)
-    _falling: dict[str, tuple[int, domain.RiskLevel]] = field(default_factory=dict)
+    # node → its hysteresis state (level, cycles below its clear line, the best level those held)
+    _falling: dict[str, hysteresis.Held] = field(default_factory=dict)
     _sent: dict[str, datetime] = field(default_factory=dict)
     _resend_now: bool = False
+    # (model version, the model's source fields the fleet lacks) last warned about: said once, on change.
+    _missing: tuple[str, tuple[str, ...]] | None = None
 
     @classmethod
     def from_prometheus(
         cls, models_dir: Path, settings: prometheus.ReaderSettings, **kwargs: object
     ) -> ScoringService:
-        window = prometheus.RecentWindow(prometheus.Reader(settings))
+        window = recent_window.RecentWindow(prometheus.Reader(settings))
         return cls(models_dir=models_dir, read_recent=window.refresh, **kwargs)  # type: ignore[arg-type]
 
     @property
@@ -178,6 +178,7 @@ class ScoringService:
         if self._paused is not None:
             log.info("risk scoring resumed: Prometheus answers again")
             self._paused = None
+        self._warn_missing(model, frame)
         with threadpool_limits(limits=self.threads):
             scores = score.score_frame(
                 frame, model, now=now, warn=self.warn, act=self.act, rollup=self.rollup
@@ -187,6 +188,18 @@ class ScoringService:
             model.card.act if self.act is None else self.act,
         )
         return Cycle(CycleStatus.SCORED, now, scores=scores, thresholds=thresholds)
+
+    def _warn_missing(self, model: registry.RiskModel, frame: pd.DataFrame) -> None:
+        """Say (WARNING, once per model and set of fields) which of the model's inputs the fleet lacks."""
+        if frame.empty:
+            return
+        missing = coverage.missing_fields(frame, model.card.features)
+        key = (model.card.version, missing)
+        if key != self._missing:
+            self._missing = key
+            warning = coverage.warning(missing, model.card.features)
+            if warning:
+                log.warning("risk model %s: %s", model.card.version, warning)
 
     def signals(self, cycle: Cycle) -> list[domain.Signal]:
         """Signals for the nodes whose level changed since the last scored cycle (see the module's hysteresis)."""
@@ -228,31 +241,32 @@ class ScoringService:
     def _settle(
         self, risk: domain.Risk, current: domain.RiskLevel, thresholds: tuple[float, float] | None
     ) -> domain.RiskLevel:
-        """The node's level after this cycle: up at once, down only after `clear_after` cycles below."""
-        if _RANK[risk.level] >= _RANK[current]:
+        """The node's level after this cycle (`hysteresis.settle`)."""
+        state = self._falling.get(risk.node, hysteresis.Held(_RANK[current]))
+        state = hysteresis.settle(
+            state, _RANK[risk.level], _RANK[self._held(risk, thresholds)], clear_after=self.clear_after
+        )
+        if state.below:
+            self._falling[risk.node] = state
+        else:
             self._falling.pop(risk.node, None)
-            return risk.level
-        held = self._held(risk, thresholds)
-        if _RANK[held] >= _RANK[current]:  # inside the margin: not falling (any more)
-            self._falling.pop(risk.node, None)
-            return current
-        count, best = self._falling.get(risk.node, (0, domain.RiskLevel.NONE))
-        count, best = count + 1, max(best, held, key=_RANK.__getitem__)
-        if count < self.clear_after:
-            self._falling[risk.node] = (count, best)
-            return current
-        self._falling.pop(risk.node, None)
-        return best
+        return _LEVEL[state.level]
 
     def _held(self, risk: domain.Risk, thresholds: tuple[float, float] | None) -> domain.RiskLevel:
         """The highest level whose clear line (threshold less the margin) the score still reaches."""
         if thresholds is None:  # a cycle without thresholds (built by hand): the levels as scored
             return risk.level
-        keep = 1.0 - self.clear_margin
-        return score.level_of(risk.score, warn=thresholds[0] * keep, act=thresholds[1] * keep)
+        hold = hysteresis.Hysteresis(clear_margin=self.clear_margin, clear_after=self.clear_after)
+        warn, act = hysteresis.clear_lines(thresholds[0], thresholds[1], hold)
+        return score.level_of(risk.score, warn=warn, act=act)
 
 
-_RANK = {domain.RiskLevel.NONE: 0, domain.RiskLevel.WARN: 1, domain.RiskLevel.ACT: 2}
+_RANK = {
+    domain.RiskLevel.NONE: hysteresis.LEVEL_NONE,
+    domain.RiskLevel.WARN: hysteresis.LEVEL_WARN,
+    domain.RiskLevel.ACT: hysteresis.LEVEL_ACT,
+}
+_LEVEL = {code: level for level, code in _RANK.items()}
 
 
 def to_signal(risk: domain.Risk, *, now: datetime, since: datetime, resolved: bool = False) -> domain.Signal:

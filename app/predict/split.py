@@ -95,3 +95,25 @@ def assign(
     part[validation] = Part.VALIDATION
     part[holdout] = Part.HOLDOUT
     return part, edges
+
+
+def by_fleet(
+    nodes: pd.Series | npt.NDArray[np.object_],
+    timestamps: npt.NDArray[np.float64],
+    validation_fleet: npt.NDArray[np.bool_],
+    spec: SplitSpec,
+) -> tuple[npt.NDArray[np.int8], Boundaries]:
+    """Whole fleets apart instead of time and nodes: every warmed-up row of a training fleet trains; a
+    validation fleet's rows validate on most of its nodes and are the holdout on the others. No fleet is
+    on both sides, so nothing leaks from training into calibration, thresholds or the holdout."""
+    t = np.asarray(timestamps, dtype=np.float64)
+    if t.size == 0:
+        return np.zeros(0, dtype=np.int8), Boundaries(0.0, 0.0, 0.0, 0.0)
+    edges = boundaries(t, spec)
+    held = holdout_nodes(nodes, fraction=spec.holdout_node_fraction, salt=spec.salt)
+    warm = t >= edges.start + spec.warmup_s
+    part = np.full(t.shape, Part.NONE, dtype=np.int8)
+    part[warm & ~validation_fleet] = Part.TRAIN
+    part[warm & validation_fleet & ~held] = Part.VALIDATION
+    part[warm & validation_fleet & held] = Part.HOLDOUT
+    return part, edges

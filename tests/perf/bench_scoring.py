@@ -51,7 +51,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from app.predict import features, prometheus, service
+from app.predict import features, prometheus, recent_window, service
 from app.sim.fleet import backfill
 from tests.perf import machine
 from tests.prom import backfilled_prometheus
@@ -190,7 +190,7 @@ def child_main(args: argparse.Namespace) -> None:
     settings = prometheus.ReaderSettings(url=args.url, step_s=STEP_S, lookback_s=args.lookback_hours * 3600)
     nodes = json.loads(args.nodes_json) if args.nodes_json else None
     reader = PerNodeReader(settings, nodes=nodes) if nodes is not None else CountingReader(settings)
-    window = prometheus.RecentWindow(reader)
+    window = recent_window.RecentWindow(reader)
     read_s = [0.0]
 
     def read_recent(now: datetime) -> pd.DataFrame:

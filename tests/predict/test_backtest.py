@@ -24,7 +24,18 @@ from app import cli as sickbay
 from app import domain
 from app.config import rules
 from app.config.settings import RULES_DIR
-from app.predict import backtest, costs, dataset, features, history, prometheus, registry, report, score
+from app.predict import (
+    backtest,
+    backtest_cli,
+    costs,
+    dataset,
+    features,
+    history,
+    prometheus,
+    registry,
+    report,
+    score,
+)
 from app.predict import cli as predict_cli
 from tests.predict.conftest import SHIPPED_MODELS, ModelFactory, with_card
 from tests.predict.fakeprom import DownClient, FrameClient
@@ -444,7 +455,7 @@ def test_the_command_line_prints_json_and_writes_html(
     assert body["ground_truth"] == "truth"
     assert body["source"]["hosts"] == run.frame["node"].nunique()
     assert body["source"]["batches"] == run.ranged.batches
-    policy = predict_cli._ladder(RULES_DIR / "policy.yaml")
+    policy = backtest_cli._ladder(RULES_DIR / "policy.yaml")
     assert body["model"]["clear_after_steps"] == policy.hold.clear_after  # the policy's hysteresis
     assert body["summary"]["alarms"] == run.result.summary["alarms"]
     assert html.exists()

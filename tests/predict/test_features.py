@@ -47,9 +47,11 @@ def test_sbe_rates_over_windows_and_acceleration() -> None:
     frame = gpu_frame(n, **{f.SBE_AGG: np.cumsum(increments)})
     table = f.compute_features(frame)
     assert feature(table, "sbe_rate_1h") == pytest.approx(120.0)
-    assert feature(table, "sbe_rate_6h") == pytest.approx((5 * 12 + 120) / 6)
-    assert feature(table, "sbe_rate_24h") == pytest.approx((23 * 12 + 120) / 24)
-    assert feature(table, "sbe_accel_1h_6h") == pytest.approx(math.log1p(120) - math.log1p(30), rel=1e-5)
+    # Against its own baseline: the 6 h rate (30/h) over the rate since the start (408 in 25 h).
+    expected = math.log(30 + 4) - math.log(408 / 25 + 4)
+    assert feature(table, "sbe_vs_baseline_6h_7d") == pytest.approx(expected, rel=1e-5)
+    assert feature(table, "sbe_persistence_24h") == pytest.approx(1.0)
+    assert feature(table, "sbe_accel_1h_6h") == pytest.approx(math.log(124) - math.log(34), rel=1e-5)
     # Steady rate: no acceleration.
     assert feature(table, "sbe_accel_6h_24h", row=24 * 12) == pytest.approx(0.0, abs=1e-6)
 
@@ -191,6 +193,67 @@ def test_missing_samples_are_a_feature() -> None:
     temps = [50.0] * 6 + [np.nan] * 6
     table = f.compute_features(gpu_frame(12, present=present, **{f.GPU_TEMP: temps}))
     assert feature(table, "missing_share_1h") == pytest.approx(0.5)
+
+
+def test_a_chronic_rate_is_not_a_change_against_the_gpus_own_baseline() -> None:
+    n = 3 * 24 * 12
+    chronic = gpu_frame(n, uuid="GPU-c", **{f.SBE_AGG: np.arange(n) * 5})  # 60/h for three days
+    table = f.compute_features(chronic, last_only=True)
+    assert feature(table, "sbe_rate_1h") == pytest.approx(60.0)
+    assert feature(table, "sbe_vs_baseline_6h_7d") == pytest.approx(0.0, abs=1e-6)
+    assert feature(table, "sbe_accel_6h_24h") == pytest.approx(0.0, abs=1e-6)
+
+
+def test_persistence_and_episodes_count_hours_and_bursts_not_errors() -> None:
+    n = 2 * 24 * 12 + 1
+    daily = np.zeros(n)
+    daily[100::288] = 3000  # one big burst a day
+    hourly = np.zeros(n)
+    hourly[::12] = 1  # one replay every hour
+    frame = pd.concat(
+        [
+            gpu_frame(n, uuid="GPU-d", **{f.PCIE_REPLAY: np.cumsum(daily)}),
+            gpu_frame(n, gpu=1, uuid="GPU-h", **{f.PCIE_REPLAY: np.cumsum(hourly)}),
+        ]
+    )
+    table = f.compute_features(frame, last_only=True).set_index("uuid")
+    assert table.loc["GPU-d", "pcie_replay_persistence_24h"] == pytest.approx(1 / 24, abs=0.01)
+    assert table.loc["GPU-h", "pcie_replay_persistence_24h"] == pytest.approx(1.0)
+    assert table.loc["GPU-d", "pcie_replay_episodes_24h"] == 1
+    assert table.loc["GPU-h", "pcie_replay_episodes_24h"] == 24
+
+
+def test_link_errors_against_node_peers_cancel_a_noisy_node() -> None:
+    n = 13
+    noisy = [gpu_frame(n, gpu=g, uuid=f"GPU-{g}", **{f.PCIE_REPLAY: np.arange(n) * 50}) for g in range(4)]
+    failing = gpu_frame(n, gpu=4, uuid="GPU-4", **{f.PCIE_REPLAY: np.arange(n) * 500})
+    table = f.compute_features(pd.concat([*noisy, failing]), last_only=True).set_index("uuid")
+    assert table.loc["GPU-0", "pcie_replay_vs_peers_1h"] == pytest.approx(0.0, abs=1e-6)
+    assert table.loc["GPU-4", "pcie_replay_vs_peers_1h"] == pytest.approx(
+        math.log(100.5 / 10.5), rel=0.01
+    )  # with the floor
+
+
+def test_missing_fields_names_what_the_frame_lacks() -> None:
+    frame = gpu_frame(
+        3,
+        **{
+            "DCGM_FI_DEV_PCIE_REPLAY_TOTAL": 1.0,
+            f.SBE_VOL: 0.0,
+            f.NVLINK_CRC_FLIT: np.nan,
+            f.MEMORY_TEMP: 9.3e18,
+        },
+    )
+    missing = f.missing_fields(frame)
+    assert f.PCIE_REPLAY not in missing  # under its DCGM 4.6 name
+    assert f.SBE_AGG not in missing
+    assert f.SBE_VOL not in missing
+    assert f.NVLINK_CRC_FLIT in missing  # blank in every row
+    assert f.MEMORY_TEMP in missing  # DCGM's blank value
+    assert f.NVLINK_REPLAY in missing
+    assert f.XID in missing
+    assert set(missing) <= set(f.source_fields())
+    assert f.missing_fields(frame, ["pcie_replay_rate_1h"]) == ()
 
 
 def test_burstiness_separates_bursts_from_a_trickle() -> None:

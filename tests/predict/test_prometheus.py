@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from app.predict import features as f
-from app.predict import prometheus
+from app.predict import prometheus, recent_window
 
 T0 = 1_740_960_000  # on the 5-minute grid
 STEP = 300
@@ -193,7 +193,7 @@ def test_several_series_of_one_gpu_are_merged(fake: tuple[FakePrometheus, str]) 
 def test_recent_window_reads_only_what_is_new(fake: tuple[FakePrometheus, str]) -> None:
     state, url = fake
     fleet(state)
-    window = prometheus.RecentWindow(prometheus.Reader(settings(url, metrics=(f.SBE_AGG,))))
+    window = recent_window.RecentWindow(prometheus.Reader(settings(url, metrics=(f.SBE_AGG,))))
     first = window.refresh(at(T0))
     assert len(first) == 4 * 73  # six hours at 5 minutes, both ends
     window.refresh(at(T0 + 2 * STEP))
@@ -210,7 +210,7 @@ def test_a_gpu_that_vanishes_keeps_rows_marked_missing(fake: tuple[FakePrometheu
     labels = {"Hostname": "node-a", "gpu": "0", "UUID": "GPU-0"}
     state.series.append(Series(f.GPU_TEMP, labels, slope=0.0, offset=50))
     state.series.append(Series(f.GPU_TEMP, {**labels, "gpu": "1", "UUID": "GPU-1"}, slope=0.0, offset=50))
-    window = prometheus.RecentWindow(prometheus.Reader(settings(url, metrics=(f.GPU_TEMP,))))
+    window = recent_window.RecentWindow(prometheus.Reader(settings(url, metrics=(f.GPU_TEMP,))))
     window.refresh(at(T0))
     state.series = state.series[:1]  # GPU 1 falls off the bus: its series stop
     frame = window.refresh(at(T0 + 3 * STEP))

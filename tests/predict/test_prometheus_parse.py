@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from app.predict import features as f
-from app.predict import prometheus
+from app.predict import prometheus, recent_window
 
 T0 = 1_740_960_000  # on the 5-minute grid
 STEP = 300
@@ -203,20 +203,20 @@ def test_a_window_extended_step_by_step_is_the_window_regridded_whole(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     regridded: list[int] = []
-    fill_grid = prometheus._fill_grid
+    fill_grid = recent_window._fill_grid
 
     def counting(frame: pd.DataFrame) -> pd.DataFrame:
         regridded.append(len(frame))
         return fill_grid(frame)
 
-    monkeypatch.setattr(prometheus, "_fill_grid", counting)
+    monkeypatch.setattr(recent_window, "_fill_grid", counting)
     rng = random.Random(seed)
     settings = prometheus.ReaderSettings(
         step_s=STEP, lookback_s=rng.choice([3, 10]) * STEP + rng.choice([0, 120]), metrics=(f.GPU_TEMP, f.XID)
     )
     fleet = Fleet(seed)
-    fast = prometheus.RecentWindow(prometheus.Reader(settings, client=fleet))
-    whole = prometheus.RecentWindow(Backwards(settings, client=fleet))
+    fast = recent_window.RecentWindow(prometheus.Reader(settings, client=fleet))
+    whole = recent_window.RecentWindow(Backwards(settings, client=fleet))
     now = T0 + rng.randrange(0, 10) * STEP
     slow = 0
     for _ in range(20):
@@ -236,7 +236,7 @@ def test_a_gpu_first_seen_later_is_missing_before() -> None:
     series = [{"metric": labels(gpu=0), "values": [[T0 + k * STEP, "50"] for k in range(-6, 3)]}]
     client = Canned(series)
     settings = prometheus.ReaderSettings(step_s=STEP, lookback_s=4 * STEP, metrics=(f.GPU_TEMP,))
-    window = prometheus.RecentWindow(prometheus.Reader(settings, client=client))
+    window = recent_window.RecentWindow(prometheus.Reader(settings, client=client))
     window.refresh(at(T0))
     client.series = [*series, {"metric": labels(gpu=1), "values": [[T0 + STEP, "60"], [T0 + 2 * STEP, "61"]]}]
     frame = window.refresh(at(T0 + 2 * STEP))

@@ -11,7 +11,7 @@ import pytest
 import skops.io as sio  # type: ignore[import-untyped]
 from sklearn.preprocessing import FunctionTransformer  # type: ignore[import-untyped]
 
-from app.predict import evaluate, features, registry
+from app.predict import evaluate, features, promotion, registry
 from tests.predict.conftest import ModelFactory, synthetic_xy, with_card
 
 
@@ -127,7 +127,7 @@ def test_promotion_keeps_the_current_model_against_a_worse_challenger(
 ) -> None:
     current = registry.install(tmp_path, make_model(version="good", signal=3.0))
     worse = make_model(version="noise", signal=0.0, seed=1)
-    result = registry.promote_if_better(worse, current, holdout, models_dir=tmp_path)
+    result = promotion.promote_if_better(worse, current, holdout, models_dir=tmp_path)
     assert not result.promoted
     assert "does not beat" in result.reason
     assert registry.read_pointer(tmp_path)["current"] == "good"
@@ -139,7 +139,7 @@ def test_promotion_installs_a_better_challenger_and_keeps_the_previous(
 ) -> None:
     current = registry.install(tmp_path, make_model(version="weak", signal=0.5, seed=2, act=0.05))
     better = make_model(version="strong", signal=3.0, seed=3, act=0.8)
-    result = registry.promote_if_better(better, current, holdout, models_dir=tmp_path)
+    result = promotion.promote_if_better(better, current, holdout, models_dir=tmp_path)
     assert result.promoted, result.reason
     assert result.version == "strong"
     assert registry.read_pointer(tmp_path) == {"current": "strong", "previous": "weak"}
@@ -157,7 +157,7 @@ def test_promotion_needs_no_more_false_alarms(
     eager = with_card(
         make_model(version="eager", signal=3.0, seed=4), thresholds={"warn": 0.0001, "act": 0.001}
     )
-    result = registry.promote_if_better(eager, current, holdout, models_dir=tmp_path, min_gain=-1.0)
+    result = promotion.promote_if_better(eager, current, holdout, models_dir=tmp_path, min_gain=-1.0)
     assert not result.promoted
     assert "false alarms rise" in result.reason
 
@@ -166,7 +166,7 @@ def test_first_model_is_promoted_when_there_is_none(
     tmp_path: Path, make_model: ModelFactory, holdout: evaluate.EvalSet
 ) -> None:
     first = with_card(make_model(act=0.8), target_precision=0.8)  # the bar is the card's own target
-    result = registry.promote_if_better(first, None, holdout, models_dir=tmp_path)
+    result = promotion.promote_if_better(first, None, holdout, models_dir=tmp_path)
     assert result.promoted, result.reason
     assert registry.read_pointer(tmp_path)["current"] == "v1"
 
@@ -175,7 +175,7 @@ def test_a_first_model_below_its_precision_target_is_not_installed(
     tmp_path: Path, make_model: ModelFactory, holdout: evaluate.EvalSet
 ) -> None:
     """With nothing to beat, the bar is the model's own target: an eager one stays out (rules-only)."""
-    result = registry.promote_if_better(make_model(act=0.05), None, holdout, models_dir=tmp_path)
+    result = promotion.promote_if_better(make_model(act=0.05), None, holdout, models_dir=tmp_path)
     assert not result.promoted
     assert "below its target 0.90" in result.reason
     assert not (tmp_path / registry.POINTER_FILE).exists()
@@ -191,7 +191,7 @@ def test_a_crash_while_swapping_leaves_the_old_model_current(
 
     monkeypatch.setattr(registry.os, "replace", crash)
     with pytest.raises(OSError, match="disk full"):
-        registry.promote_if_better(
+        promotion.promote_if_better(
             make_model(version="new", seed=3, act=0.8), current, holdout, models_dir=tmp_path
         )
     monkeypatch.undo()
@@ -212,7 +212,7 @@ def test_a_crash_while_swapping_the_pointer_leaves_the_old_model_current(
 
     monkeypatch.setattr(registry.os, "replace", crash_on_pointer)
     with pytest.raises(OSError, match="power cut"):
-        registry.promote_if_better(
+        promotion.promote_if_better(
             make_model(version="new", seed=3, act=0.8), current, holdout, models_dir=tmp_path
         )
     monkeypatch.undo()

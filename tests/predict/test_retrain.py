@@ -106,7 +106,13 @@ def run(
     **kwargs: Any,
 ) -> retrain.RetrainOutcome:
     _, journal_failures, end = fleet
-    options: dict[str, Any] = {"window_s": 6 * DAY, "failures_from_journal": journal_failures, **kwargs}
+    # The rules-baseline gate has its own tests (test_baseline_gate.py): these judge challenger vs current.
+    options: dict[str, Any] = {
+        "window_s": 6 * DAY,
+        "failures_from_journal": journal_failures,
+        "gate": False,
+        **kwargs,
+    }
     return retrain.retrain(
         reader=reader_for(client),
         models_dir=models,

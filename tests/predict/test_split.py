@@ -74,3 +74,20 @@ def test_a_node_is_on_one_side_whatever_else_is_in_the_data() -> None:
 def test_bad_specs_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="fraction"):
         split.SplitSpec(**kwargs)
+
+
+def test_split_by_fleet_keeps_every_fleet_on_one_side() -> None:
+    a, b = grid(nodes=20, days=5), grid(nodes=20, days=5)
+    a["node"] = "train-fleet:" + a["node"]
+    b["node"] = "validation-fleet:" + b["node"]
+    rows = pd.concat([a, b], ignore_index=True)
+    validating = rows["node"].str.startswith("validation-fleet:").to_numpy()
+    part, _ = split.by_fleet(
+        rows["node"].to_numpy(), rows["timestamp"].to_numpy(), validating, split.SplitSpec()
+    )
+    warm = rows["timestamp"].to_numpy() >= DAY
+    assert set(part[~validating & warm]) == {Part.TRAIN}
+    assert set(part[validating & warm]) == {Part.VALIDATION, Part.HOLDOUT}
+    assert set(part[~warm]) == {Part.NONE}
+    held = set(rows.loc[part == Part.HOLDOUT, "node"])
+    assert held.isdisjoint(rows.loc[part == Part.VALIDATION, "node"])

@@ -1,0 +1,150 @@
+"""`sickbay train` with the promotion gate: a new model becomes current only if it beats the rules baseline.
+
+`train_cli.add_arguments` / `train_cli.run` do the training; this wraps them:
+
+- `--dataset`: the model is trained and saved, then scored with the baseline
+  (`rules/prediction-baseline.yaml`, `--baseline`) on the same holdout rows (`promotion.against_baseline`,
+  the gate retraining uses too). It is made current only if it passes; otherwise it stays saved, NOT
+  current, and the command says why with both figures and exits 6. `--force` (an operator's call)
+  activates it anyway; `--no-activate` skips the gate (nothing is promoted).
+- `--from-prometheus`: the service's retraining run once (`retrain.retrain`), gate included; `--force`
+  promotes the challenger even when it loses. `--out` defaults to the installed models directory.
+
+The holdout is prepared a second time for the gate (the same seed and split as training): the price of
+leaving the training module alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+
+from app.config import rules
+from app.config.errors import ConfigError
+from app.config.settings import RULES_DIR
+from app.predict import (
+    baseline,
+    evaluate,
+    history,
+    prometheus,
+    promotion,
+    registry,
+    retrain,
+    split,
+    train,
+    train_cli,
+)
+from app.predict import cli_common as common
+
+REFUSED = 6  # exit code: trained and saved, but the gate kept it from becoming current
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    train_cli.add_arguments(parser)
+    gate = parser.add_argument_group("promotion gate")
+    gate.add_argument(
+        "--baseline",
+        type=Path,
+        default=baseline.DEFAULT_FILE,
+        help="the rules baseline a model must beat (default rules/prediction-baseline.yaml)",
+    )
+    gate.add_argument(
+        "--force",
+        action="store_true",
+        help="make the model current even if it does not beat the baseline (recorded as forced)",
+    )
+
+
+def run(args: argparse.Namespace, *, now: datetime | None = None) -> int:
+    try:
+        rules_baseline = baseline.load(args.baseline)
+    except ConfigError as exc:
+        print(f"sickbay train: {exc}", file=sys.stderr)
+        return 2
+    if args.from_prometheus:
+        return run_from_prometheus(args, rules_baseline, now=now)
+    if args.out is None or args.no_activate or args.force:
+        return train_cli.run(args, now=now)
+    before = _versions(args.out)
+    code = train_cli.run(argparse.Namespace(**{**vars(args), "no_activate": True}), now=now)
+    if code != 0:
+        return code
+    added = sorted(_versions(args.out) - before)
+    if len(added) != 1:
+        print(f"sickbay train: cannot tell which version was saved in {args.out}", file=sys.stderr)
+        return 2
+    model = registry.load(args.out / added[0])
+    config = train_cli.config_from(args)
+    with train.Steps(show=not args.quiet) as steps:
+        holdout = train.prepare(args.dataset, config, steps=steps).part_of(split.Part.HOLDOUT)
+    gate = gate_model(model, holdout, rules_baseline)
+    print(f"sickbay train: {model.card.version} {gate.reason}", file=sys.stderr)
+    if not gate.passed:
+        print(
+            f"sickbay train: {model.card.version} is saved in {args.out} but NOT current "
+            "(--force to make it current anyway)",
+            file=sys.stderr,
+        )
+        return REFUSED
+    registry.activate(args.out, model.card.version)
+    return 0
+
+
+def gate_model(
+    model: registry.RiskModel, holdout: evaluate.EvalSet, rules_: baseline.Baseline
+) -> promotion.Gate:
+    """The gate for one model on its holdout (`promotion.against_baseline` at the model's act)."""
+    metrics = evaluate.evaluate(model.decision_scores(holdout), holdout, threshold=model.card.act)
+    return promotion.against_baseline(metrics, holdout, rules_, feature_names=model.card.features)
+
+
+def _versions(models_dir: Path) -> set[str]:
+    if not models_dir.is_dir():
+        return set()
+    return {p.name for p in models_dir.iterdir() if p.is_dir() and (p / registry.CARD_FILE).is_file()}
+
+
+def run_from_prometheus(
+    args: argparse.Namespace, rules_baseline: baseline.Baseline, *, now: datetime | None = None
+) -> int:
+    """`--from-prometheus`: the service's retraining run, once, from the command line."""
+    if args.eval_dataset or args.no_activate:
+        print("sickbay train: --eval-dataset and --no-activate go with --dataset", file=sys.stderr)
+        return 2
+    now = now or datetime.now(UTC)
+    window_s = args.days * 86400.0
+    journal: pd.DataFrame | None = None
+    if args.journal is not None:
+        try:
+            journal = retrain.journal_failures(args.journal, since=now - timedelta(seconds=window_s))
+        except retrain.JournalUnreadable as exc:
+            print(f"sickbay train: {exc}", file=sys.stderr)
+            return 2
+    catalog = rules.load_catalog(args.xid_catalog or RULES_DIR / "xid-catalog.yaml")
+    reader = prometheus.Reader(prometheus.ReaderSettings(url=args.from_prometheus, step_s=args.step_seconds))
+    with train.Steps(show=not args.quiet) as steps:
+        outcome = retrain.retrain(
+            reader=reader,
+            models_dir=args.out or common.installed_models_dir(),
+            window_s=window_s,
+            now=now,
+            failures_from_journal=journal,
+            xid_classes=history.xid_classes(catalog),
+            config=train_cli.config_from(args),
+            steps=steps,
+            threads=args.threads,
+            min_failures=args.min_failures,
+            rules=rules_baseline,
+            force=args.force,
+        )
+    print(json.dumps(outcome.as_dict(), indent=2, ensure_ascii=False))
+    if outcome.status is retrain.Status.PROMETHEUS_UNAVAILABLE:
+        return 4
+    if outcome.status is retrain.Status.TOO_LITTLE_DATA:
+        return 5
+    return 0
