@@ -106,11 +106,6 @@ def _ticks(end: float, *, steps: Sequence[float], most: int, x: Any, height: int
     return out
 
 
-_PRECURSOR = {"stroke": "#9ca3af", "stroke_width": 2, "stroke_dasharray": "4 3"}
-_BAR = {"stroke": "#a7f3d0", "stroke_width": 8, "stroke_linecap": "round"}
-_LABEL = {"text_anchor": "end", "fill": "#111827"}
-
-
 def timeline_figure(scenes: Sequence[Scene], *, width: int = 1100) -> svg.Figure | None:
     """One lane per scene over the whole run: a mark at each milestone, a bar from the signal to the
     effect (dashed before it: a precursor), and the latency. None when no scene ran."""
@@ -137,12 +132,17 @@ def timeline_figure(scenes: Sequence[Scene], *, width: int = 1100) -> svg.Figure
     shapes += _ticks(end, steps=(1, 2, 5, 10, 15, 20, 30, 60, 120), most=14, x=x, height=height)
     for i, scene in enumerate(lanes):
         y = _TOP + i * lane_h + lane_h / 2
-        shapes.append(svg.text(_LEFT - 10, y + 4, _lane_label(scene), title=scene.title, **_LABEL))
+        label = _lane_label(scene)
+        shapes.append(
+            svg.text(_LEFT - 10, y + 4, label, title=scene.title, text_anchor="end", fill="#111827")
+        )
         start = scene.signal if scene.signal is not None else scene.started
         if start is not None and scene.started is not None and start > scene.started:
-            shapes.append(svg.line(x(scene.started), y, x(start), y, **_PRECURSOR))  # injection to metric
+            precursor = (x(scene.started), y, x(start), y)  # from the injection to the metric change
+            shapes.append(svg.line(*precursor, stroke="#9ca3af", stroke_width=2, stroke_dasharray="4 3"))
         if start is not None and scene.effect is not None:
-            shapes.append(svg.line(x(start), y, x(scene.effect), y, **_BAR))
+            bar = (x(start), y, x(scene.effect), y)
+            shapes.append(svg.line(*bar, stroke="#a7f3d0", stroke_width=8, stroke_linecap="round"))
         for key, title, colour in MILESTONES:
             t = getattr(scene, key)
             if t is not None:
@@ -176,7 +176,7 @@ def breakdown_figure(scenes: Sequence[Scene], *, width: int = 1100) -> svg.Figur
     shapes = _ticks(end, steps=(0.25, 0.5, 1.0, 2.0, 5.0, 10.0), most=12, x=x, height=height)
     for i, scene in enumerate(lanes):
         y = _TOP + i * lane_h + 4
-        shapes.append(svg.text(_LEFT - 10, y + 12, _lane_label(scene), **_LABEL))
+        shapes.append(svg.text(_LEFT - 10, y + 12, _lane_label(scene), text_anchor="end", fill="#111827"))
         previous = 0.0
         for key, title, colour in STAGES:
             value = scene.since_signal(getattr(scene, key))

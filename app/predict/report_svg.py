@@ -92,8 +92,8 @@ def timeline(
         shapes.append(svg.rect(left, y0, plot_w, lane_h, fill="#f9fafb"))
         shapes += _holds(result.alarms[result.alarms["node"].astype(str) == node], x=x, y0=y0, lane_h=lane_h)
         for level, colour in ((replay.warn, COLOURS["warn"]), (replay.act, COLOURS["act"])):
-            dashed = {"stroke": colour, "stroke_dasharray": "4 3", "stroke_width": 1}
-            shapes.append(svg.line(left, y(level), left + plot_w, y(level), **dashed))
+            at = (left, y(level), left + plot_w, y(level))
+            shapes.append(svg.line(*at, stroke=colour, stroke_dasharray="4 3", stroke_width=1))
         series = by_node.get(node)
         if series is not None and len(series):
             t, v = _pooled(
@@ -155,8 +155,8 @@ def _failures(failures: pd.DataFrame, *, x: Any, y0: float, lane_h: int) -> list
         precursor = float(failure["precursor_start"])
         if np.isfinite(precursor):
             title = f"precursor of {failure['id']} from {_when(precursor)}"
-            bar = {"stroke": COLOURS["precursor"], "stroke_width": 3}
-            out.append(svg.line(x(precursor), y0 + lane_h + 3, x(ft), y0 + lane_h + 3, title=title, **bar))
+            bar = (x(precursor), y0 + lane_h + 3, x(ft), y0 + lane_h + 3)
+            out.append(svg.line(*bar, title=title, stroke=COLOURS["precursor"], stroke_width=3))
         colour = COLOURS["failure"] if failure["caught"] else COLOURS["missed"]
         xf = x(ft)
         what = f"lead {float(failure['lead_h']):.1f} h" if failure["caught"] else "missed"

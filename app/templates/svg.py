@@ -35,22 +35,26 @@ def _value(value: object) -> str:
     return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
-def shape(tag: str, *, text: str = "", title: str = "", **attrs: object) -> Shape:
-    """A shape; attribute names take `_` for `-` (`stroke_width` is `stroke-width`), floats one decimal."""
+def _shape(tag: str, attrs: dict[str, object], text: str, title: str) -> Shape:
     return Shape(tag, {k.replace("_", "-"): _value(v) for k, v in attrs.items()}, text, title)
 
 
+def shape(tag: str, *, text: str = "", title: str = "", **attrs: object) -> Shape:
+    """A shape; attribute names take `_` for `-` (`stroke_width` is `stroke-width`), floats one decimal."""
+    return _shape(tag, attrs, text, title)
+
+
 def line(x1: float, y1: float, x2: float, y2: float, *, title: str = "", **style: object) -> Shape:
-    return shape("line", title=title, x1=x1, y1=y1, x2=x2, y2=y2, **style)
+    return _shape("line", {"x1": x1, "y1": y1, "x2": x2, "y2": y2, **style}, "", title)
 
 
 def rect(x: float, y: float, width: float, height: float, *, title: str = "", **style: object) -> Shape:
-    return shape("rect", title=title, x=x, y=y, width=width, height=height, **style)
+    return _shape("rect", {"x": x, "y": y, "width": width, "height": height, **style}, "", title)
 
 
 def circle(cx: float, cy: float, r: float, *, title: str = "", **style: object) -> Shape:
-    return shape("circle", title=title, cx=cx, cy=cy, r=r, **style)
+    return _shape("circle", {"cx": cx, "cy": cy, "r": r, **style}, "", title)
 
 
 def text(x: float, y: float, content: str, *, title: str = "", **style: object) -> Shape:
-    return shape("text", text=content, title=title, x=x, y=y, **style)
+    return _shape("text", {"x": x, "y": y, **style}, content, title)
