@@ -11,7 +11,8 @@ from typing import Any
 
 import jinja2
 
-_ENV = jinja2.Environment(
+# One environment for every page; autoescape on for all of them, whatever the file name.
+ENVIRONMENT = jinja2.Environment(
     loader=jinja2.PackageLoader("app", "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,  # a misspelt name fails the render instead of showing nothing
@@ -23,4 +24,4 @@ _ENV = jinja2.Environment(
 
 def render(name: str, /, **context: Any) -> str:
     """Render the template `name` (a file of this package) with `context`."""
-    return _ENV.get_template(name).render(**context)
+    return ENVIRONMENT.get_template(name).render(**context)
