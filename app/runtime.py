@@ -614,13 +614,12 @@ def _intake(request: web.Request) -> handlers.Intake:
     )
 
 
-def _authorised(request: web.Request) -> None:
+def _unauthorised(request: web.Request) -> web.Response | None:
+    """The 401 answer when the caller's credentials fail the webhook's auth; None when they pass."""
     verdict = auth.check(request.headers.get("Authorization"), request.app[SERVICES].settings.auth)
-    if not verdict.ok:
-        raise web.HTTPUnauthorized(
-            text=f'{{"error": "unauthorized", "message": "{verdict.problem}"}}',
-            content_type="application/json",
-        )
+    if verdict.ok:
+        return None
+    return web.json_response({"error": "unauthorized", "message": verdict.problem}, status=401)
 
 
 async def _alerts(request: web.Request) -> web.StreamResponse:
@@ -662,7 +661,8 @@ async def _breaker(request: web.Request) -> web.StreamResponse:
 
 
 async def _breaker_reset(request: web.Request) -> web.StreamResponse:
-    _authorised(request)
+    if (refusal := _unauthorised(request)) is not None:
+        return refusal
     return await api.breaker_reset(request, request.app[SERVICES].gates)
 
 
@@ -671,7 +671,8 @@ async def _model(request: web.Request) -> web.StreamResponse:
 
 
 async def _model_validate(request: web.Request) -> web.StreamResponse:
-    _authorised(request)
+    if (refusal := _unauthorised(request)) is not None:
+        return refusal
     services = request.app[SERVICES]
     job = services.validation
 
@@ -684,7 +685,8 @@ async def _model_validate(request: web.Request) -> web.StreamResponse:
 
 
 async def _model_shadow(request: web.Request) -> web.StreamResponse:
-    _authorised(request)
+    if (refusal := _unauthorised(request)) is not None:
+        return refusal
     return await api.model_shadow(request, request.app[SERVICES].shadow)
 
 

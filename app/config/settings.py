@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
@@ -199,11 +200,17 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = os.environ.get(CONFIG_ENV)
+        """Arguments, then the environment, then the YAML file: `load_settings`'s, else `$SICKBAY_CONFIG`."""
+        path = _config_file.get() or os.environ.get(CONFIG_ENV)
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if path:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
         return tuple(sources)
+
+
+# The file `load_settings` was given, for `settings_customise_sources` while that one call builds its
+# Settings: a context variable, so no other thread or task (and not the environment) ever sees it.
+_config_file: ContextVar[Path | None] = ContextVar("sickbay_config_file", default=None)
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
@@ -212,18 +219,13 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     source = str(path) if path else "environment"
     if path is not None:
         _check_yaml(path)
-    previous = os.environ.get(CONFIG_ENV)
+    token = _config_file.set(path)
     try:
-        if path is not None:
-            os.environ[CONFIG_ENV] = str(path)
         return Settings(**overrides)
     except pydantic.ValidationError as exc:
         raise errors.describe(exc, source=source) from None
     finally:
-        if previous is None:
-            os.environ.pop(CONFIG_ENV, None)
-        else:
-            os.environ[CONFIG_ENV] = previous
+        _config_file.reset(token)
 
 
 def _check_yaml(path: Path) -> None:

@@ -1,11 +1,11 @@
 """The backtest report's inline SVG plots: the risk timeline of the nodes worth looking at, lead times.
 
-No JavaScript, fonts or images from anywhere else; `report` puts them into the page.
+Figures as `app.templates.svg` shapes (geometry here, markup and escaping in `svg.html.j2`); no
+JavaScript, fonts or images from anywhere else; `report` puts them into the page.
 """
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from app.predict import backtest
+from app.templates import svg
 
 MAX_LANES = 40
 OTHER_LANES = 5
@@ -31,10 +32,6 @@ COLOURS = {
     "precursor": "#9ca3af",
     "bar": "#2563eb",
 }
-
-
-def _e(text: object) -> str:
-    return html.escape(str(text))
 
 
 def _when(t: float) -> str:
@@ -65,16 +62,15 @@ def _pooled(t: npt.NDArray[np.float64], y: npt.NDArray[np.float64], limit: int) 
     return frame["t"].to_numpy(), frame["y"].to_numpy()
 
 
-# -- the risk timeline ----------------------------------------------------------------------------------
-
-
-def timeline_svg(result: backtest.BacktestResult, nodes: Sequence[str], *, width: int = 1100) -> str:
+def timeline(
+    result: backtest.BacktestResult, nodes: Sequence[str], *, width: int = 1100
+) -> svg.Figure | None:
     """One lane per node: its risk (the highest of its GPUs) over the range, the warn and act lines, the
     holds at act (shaded; grey where the proactive budget refused them), hardware failures (▼; black when
-    missed) and known precursors (grey bar under the lane)."""
+    missed) and known precursors (grey bar under the lane). None when there is no node to draw."""
     replay = result.replay
     if not nodes:
-        return "<p>No node to draw.</p>"
+        return None
     risk = replay.node_risk()
     risk = risk[risk["node"].astype(str).isin(nodes)]
     by_node = {str(k): v for k, v in risk.groupby("node", observed=True)}
@@ -86,48 +82,18 @@ def timeline_svg(result: backtest.BacktestResult, nodes: Sequence[str], *, width
     def x(t: float) -> float:
         return left + plot_w * (min(max(t, t0), t1) - t0) / (t1 - t0)
 
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="system-ui, sans-serif" font-size="11" '
-        'class="timeline">'
-    ]
-    parts += _time_ticks(t0, t1, x=x, top=top - 6, bottom=height - 24, label_y=height - 10)
-    failures = result.failures
-    alarms = result.alarms
+    shapes = _time_ticks(t0, t1, x=x, top=top - 6, bottom=height - 24, label_y=height - 10)
     for i, node in enumerate(nodes):
         y0 = top + i * (lane_h + gap)
 
         def y(v: float, y0: float = y0) -> float:
             return y0 + lane_h - lane_h * min(max(v, 0.0), 1.0)
 
-        parts.append(f'<rect x="{left}" y="{y0}" width="{plot_w}" height="{lane_h}" fill="#f9fafb"/>')
-        for alarm in backtest.records(alarms[alarms["node"].astype(str) == node]):
-            if alarm["outcome"] == "after-failure":
-                continue
-            first, acted_from = float(alarm["first"]), float(alarm["acted_from"])
-            x_a, x_b = x(first), x(float(alarm["hold_end"]))
-            x_act = x(acted_from) if alarm["acted"] else x_b
-            title = (
-                f"GPU {alarm['gpu']}: {_e(alarm['outcome'])} alarm {_when(first)} → "
-                f"{_when(float(alarm['hold_end']))}"
-                + ("" if not alarm["acted"] else f", at act from {_when(acted_from)}")
-                + ("" if alarm["acted"] and acted_from <= first else " (held at warn by the budget)")
-            )
-            if x_act > x_a:  # at warn while the budget was full
-                parts.append(
-                    f'<rect x="{x_a:.1f}" y="{y0}" width="{max(x_act - x_a, 1.0):.1f}" height="{lane_h}" '
-                    f'fill="{COLOURS["refused"]}"><title>{title}</title></rect>'
-                )
-            if alarm["acted"]:
-                parts.append(
-                    f'<rect x="{x_act:.1f}" y="{y0}" width="{max(x_b - x_act, 1.0):.1f}" height="{lane_h}" '
-                    f'fill="{COLOURS["held"]}"><title>{title}</title></rect>'
-                )
+        shapes.append(svg.rect(left, y0, plot_w, lane_h, fill="#f9fafb"))
+        shapes += _holds(result.alarms[result.alarms["node"].astype(str) == node], x=x, y0=y0, lane_h=lane_h)
         for level, colour in ((replay.warn, COLOURS["warn"]), (replay.act, COLOURS["act"])):
-            parts.append(
-                f'<line x1="{left}" y1="{y(level):.1f}" x2="{left + plot_w}" y2="{y(level):.1f}" '
-                f'stroke="{colour}" stroke-dasharray="4 3" stroke-width="1"/>'
-            )
+            at = (left, y(level), left + plot_w, y(level))
+            shapes.append(svg.line(*at, stroke=colour, stroke_dasharray="4 3", stroke_width=1))
         series = by_node.get(node)
         if series is not None and len(series):
             t, v = _pooled(
@@ -136,82 +102,95 @@ def timeline_svg(result: backtest.BacktestResult, nodes: Sequence[str], *, width
                 MAX_POINTS,
             )
             points = " ".join(f"{x(float(a)):.1f},{y(float(b)):.1f}" for a, b in zip(t, v, strict=True))
-            parts.append(
-                f'<polyline points="{points}" fill="none" stroke="{COLOURS["risk"]}" stroke-width="1.3"/>'
+            shapes.append(
+                svg.shape("polyline", points=points, fill="none", stroke=COLOURS["risk"], stroke_width=1.3)
             )
-        for failure in backtest.records(failures[failures["node"].astype(str) == node]):
-            ft = float(failure["failure_time"])
-            precursor = float(failure["precursor_start"])
-            if np.isfinite(precursor):
-                parts.append(
-                    f'<line x1="{x(precursor):.1f}" y1="{y0 + lane_h + 3}" x2="{x(ft):.1f}" y2="{y0 + lane_h + 3}" '
-                    f'stroke="{COLOURS["precursor"]}" stroke-width="3"><title>precursor of {_e(failure["id"])} '
-                    f"from {_when(precursor)}</title></line>"
-                )
-            colour = COLOURS["failure"] if failure["caught"] else COLOURS["missed"]
-            xf = x(ft)
-            what = f"lead {float(failure['lead_h']):.1f} h" if failure["caught"] else "missed"
-            parts.append(
-                f'<path d="M{xf - 5:.1f},{y0 + 1} L{xf + 5:.1f},{y0 + 1} L{xf:.1f},{y0 + 10} Z" fill="{colour}">'
-                f"<title>{_e(failure['id'])} GPU {failure['gpu']} {_e(failure['mode'])} ({_e(failure['fault_class'])}) "
-                f"at {_when(ft)}: {what}</title></path>"
-            )
-        parts.append(
-            f'<text x="{left - 8}" y="{y0 + lane_h / 2 + 4:.1f}" text-anchor="end" fill="#111827">{_e(node)}</text>'
-        )
-    parts += _legend(
-        [
-            ("node risk", COLOURS["risk"]),
-            (f"warn {replay.warn:.2f}", COLOURS["warn"]),
-            (f"act {replay.act:.2f}", COLOURS["act"]),
-            ("held at act", "#fca5a5"),
-            ("at warn: budget full", "#9ca3af"),
-            ("failure caught", COLOURS["failure"]),
-            ("failure missed", COLOURS["missed"]),
-        ],
-        x=10,
-        y=14,
+        failures = result.failures
+        shapes += _failures(failures[failures["node"].astype(str) == node], x=x, y0=y0, lane_h=lane_h)
+        shapes.append(svg.text(left - 8, y0 + lane_h / 2 + 4, node, text_anchor="end", fill="#111827"))
+    legend = [
+        ("node risk", COLOURS["risk"]),
+        (f"warn {replay.warn:.2f}", COLOURS["warn"]),
+        (f"act {replay.act:.2f}", COLOURS["act"]),
+        ("held at act", "#fca5a5"),
+        ("at warn: budget full", "#9ca3af"),
+        ("failure caught", COLOURS["failure"]),
+        ("failure missed", COLOURS["missed"]),
+    ]
+    return svg.Figure(
+        width, height, shapes, font_size=11, css_class="timeline", legend=legend, legend_mark="square"
     )
-    parts.append("</svg>")
-    return "".join(parts)
 
 
-def _time_ticks(t0: float, t1: float, *, x: Any, top: float, bottom: float, label_y: float) -> list[str]:
+def _holds(alarms: pd.DataFrame, *, x: Any, y0: float, lane_h: int) -> list[svg.Shape]:
+    """Each alarm's hold: grey while the budget kept it at warn, red while at act."""
+    out = []
+    for alarm in backtest.records(alarms):
+        if alarm["outcome"] == "after-failure":
+            continue
+        first, acted_from, hold_end = (
+            float(alarm["first"]),
+            float(alarm["acted_from"]),
+            float(alarm["hold_end"]),
+        )
+        x_a, x_b = x(first), x(hold_end)
+        x_act = x(acted_from) if alarm["acted"] else x_b
+        title = (
+            f"GPU {alarm['gpu']}: {alarm['outcome']} alarm {_when(first)} → {_when(hold_end)}"
+            + ("" if not alarm["acted"] else f", at act from {_when(acted_from)}")
+            + ("" if alarm["acted"] and acted_from <= first else " (held at warn by the budget)")
+        )
+        if x_act > x_a:  # at warn while the budget was full
+            out.append(svg.rect(x_a, y0, max(x_act - x_a, 1.0), lane_h, title=title, fill=COLOURS["refused"]))
+        if alarm["acted"]:
+            out.append(svg.rect(x_act, y0, max(x_b - x_act, 1.0), lane_h, title=title, fill=COLOURS["held"]))
+    return out
+
+
+def _failures(failures: pd.DataFrame, *, x: Any, y0: float, lane_h: int) -> list[svg.Shape]:
+    """Each hardware failure: its precursor as a bar under the lane, and a ▼ at the failure."""
+    out = []
+    for failure in backtest.records(failures):
+        ft = float(failure["failure_time"])
+        precursor = float(failure["precursor_start"])
+        if np.isfinite(precursor):
+            title = f"precursor of {failure['id']} from {_when(precursor)}"
+            bar = (x(precursor), y0 + lane_h + 3, x(ft), y0 + lane_h + 3)
+            out.append(svg.line(*bar, title=title, stroke=COLOURS["precursor"], stroke_width=3))
+        colour = COLOURS["failure"] if failure["caught"] else COLOURS["missed"]
+        xf = x(ft)
+        what = f"lead {float(failure['lead_h']):.1f} h" if failure["caught"] else "missed"
+        title = (
+            f"{failure['id']} GPU {failure['gpu']} {failure['mode']} ({failure['fault_class']}) "
+            f"at {_when(ft)}: {what}"
+        )
+        triangle = f"M{xf - 5:.1f},{y0 + 1} L{xf + 5:.1f},{y0 + 1} L{xf:.1f},{y0 + 10} Z"
+        out.append(svg.shape("path", title=title, d=triangle, fill=colour))
+    return out
+
+
+def _time_ticks(
+    t0: float, t1: float, *, x: Any, top: float, bottom: float, label_y: float
+) -> list[svg.Shape]:
     span_days = (t1 - t0) / backtest.DAY
     every = next((d for d in (0.25, 0.5, 1, 2, 7, 14, 30) if span_days / d <= 16), 60)
     tick = math.ceil(t0 / (every * backtest.DAY)) * every * backtest.DAY
     out = []
     while tick <= t1:
-        fmt = "%m-%d %H:%M" if every < 1 else "%m-%d"
-        label = datetime.fromtimestamp(tick, UTC).strftime(fmt)
-        out.append(
-            f'<line x1="{x(tick):.1f}" y1="{top}" x2="{x(tick):.1f}" y2="{bottom}" stroke="#e5e7eb"/>'
-            f'<text x="{x(tick):.1f}" y="{label_y}" text-anchor="middle" fill="#6b7280">{label}</text>'
-        )
+        label = datetime.fromtimestamp(tick, UTC).strftime("%m-%d %H:%M" if every < 1 else "%m-%d")
+        out.append(svg.line(x(tick), top, x(tick), bottom, stroke="#e5e7eb"))
+        out.append(svg.text(x(tick), label_y, label, text_anchor="middle", fill="#6b7280"))
         tick += every * backtest.DAY
     return out
 
 
-def _legend(items: Sequence[tuple[str, str]], *, x: float, y: float) -> list[str]:
-    parts = []
-    for title, colour in items:
-        parts.append(
-            f'<rect x="{x:.0f}" y="{y - 5}" width="10" height="10" fill="{colour}"/>'
-            f'<text x="{x + 14:.0f}" y="{y + 4}" fill="#374151">{_e(title)}</text>'
-        )
-        x += 26 + 6.2 * len(title)
-    return parts
-
-
-# -- the lead-time histogram ----------------------------------------------------------------------------
-
-
-def lead_histogram_svg(
+def lead_histogram(
     leads_h: Sequence[float], *, min_lead_h: float, width: int = 700, height: int = 240
-) -> str:
-    """Failures caught, by lead time (hours), with the median and the lead a planned restart needs."""
+) -> svg.Figure | None:
+    """Failures caught, by lead time (hours), with the median and the lead a planned restart needs. None
+    when no failure was caught."""
     if not leads_h:
-        return "<p>No failure was caught: no lead times to show.</p>"
+        return None
     values = np.asarray(leads_h, dtype=np.float64)
     top_h = float(values.max())
     width_h = next((w for w in (1, 2, 3, 6, 12, 24, 48) if top_h / w <= 24), 96)
@@ -227,43 +206,30 @@ def lead_histogram_svg(
     def y(c: float) -> float:
         return top + plot_h - plot_h * c / most
 
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="system-ui, sans-serif" font-size="11" class="leads">'
-    ]
+    shapes = []
     for c in range(0, most + 1, max(1, most // 5)):
-        parts.append(
-            f'<line x1="{left}" y1="{y(c):.1f}" x2="{width - right}" y2="{y(c):.1f}" stroke="#e5e7eb"/>'
-            f'<text x="{left - 6}" y="{y(c) + 4:.1f}" text-anchor="end" fill="#6b7280">{c}</text>'
-        )
+        shapes.append(svg.line(left, y(c), width - right, y(c), stroke="#e5e7eb"))
+        shapes.append(svg.text(left - 6, y(c) + 4, str(c), text_anchor="end", fill="#6b7280"))
     for lo, hi, count in zip(edges[:-1], edges[1:], counts, strict=True):
         if count:
-            parts.append(
-                f'<rect x="{x(lo) + 1:.1f}" y="{y(count):.1f}" width="{x(hi) - x(lo) - 2:.1f}" '
-                f'height="{y(0) - y(count):.1f}" fill="{COLOURS["bar"]}"><title>{lo:g} to {hi:g} h: {count}</title></rect>'
-            )
+            title = f"{lo:g} to {hi:g} h: {count}"
+            box = (x(lo) + 1, y(count), x(hi) - x(lo) - 2, y(0) - y(count))
+            shapes.append(svg.rect(*box, title=title, fill=COLOURS["bar"]))
     label_every = max(1, len(edges) // 12)
     for i, edge in enumerate(edges):
         if i % label_every == 0:
-            parts.append(
-                f'<text x="{x(edge):.1f}" y="{height - bottom + 14}" text-anchor="middle" fill="#6b7280">{edge:g}</text>'
+            shapes.append(
+                svg.text(x(edge), height - bottom + 14, f"{edge:g}", text_anchor="middle", fill="#6b7280")
             )
-    parts.append(
-        f'<text x="{left + plot_w / 2:.0f}" y="{height - 6}" text-anchor="middle" fill="#374151">'
-        "lead time (hours before the failure)</text>"
-    )
+    what = "lead time (hours before the failure)"
+    shapes.append(svg.text(round(left + plot_w / 2), height - 6, what, text_anchor="middle", fill="#374151"))
     median = float(np.median(values))
     for value, colour, title, label_y in (
         (median, "#059669", f"median {median:.1f} h", top - 6),
         (min_lead_h, COLOURS["act"], f"min lead {min_lead_h:g} h", top - 20),
     ):
-        parts.append(
-            f'<line x1="{x(value):.1f}" y1="{label_y + 2}" x2="{x(value):.1f}" y2="{top + plot_h}" '
-            f'stroke="{colour}" stroke-dasharray="4 3"/>'
-            f'<text x="{x(value) + 4:.1f}" y="{label_y}" fill="{colour}">{_e(title)}</text>'
+        shapes.append(
+            svg.line(x(value), label_y + 2, x(value), top + plot_h, stroke=colour, stroke_dasharray="4 3")
         )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-# -- the page -------------------------------------------------------------------------------------------
+        shapes.append(svg.text(x(value) + 4, label_y, title, fill=colour))
+    return svg.Figure(width, height, shapes, font_size=11, css_class="leads")

@@ -1,83 +1,103 @@
-"""JSON round-trips for the domain values the journal keeps (signals, plans), so history reloads exactly."""
+"""JSON round-trips for the domain values the journal keeps (signals, plans), so history reloads exactly.
+
+The shapes are TypedDicts read by pydantic `TypeAdapter`s: the domain stays plain dataclasses (no pydantic
+in `app.domain`), and these say only how a field is written. The format is what the journal and the inbox
+already hold, byte for byte: times in Python's own ISO form (`+00:00`, not pydantic's `Z`), label and
+parameter pairs as objects, a pod as `{namespace, name, container}`, keys sorted, no spaces.
+"""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
-from app.domain import Action, Plan, PodRef, Signal, SignalSource, SignalStatus
+from pydantic import BeforeValidator, PlainSerializer, PlainValidator, TypeAdapter
+from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only from Python 3.12
+
+from app.domain import Action, ActionKind, Pairs, Plan, PodRef, Signal, SignalSource, SignalStatus, Track
 
 
-def _time(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
+def _time(value: Any) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
 
 
-def _pod(pod: PodRef | None) -> dict[str, str | None] | None:
-    return {"namespace": pod.namespace, "name": pod.name, "container": pod.container} if pod else None
+def _pairs(value: Any) -> Any:
+    return tuple(sorted(value.items())) if isinstance(value, dict) else value
+
+
+# Parsed and written by the standard library, as the rows already journaled were.
+Time = Annotated[datetime, PlainValidator(_time), PlainSerializer(datetime.isoformat, return_type=str)]
+# A domain value's sorted (key, value) pairs, as a JSON object.
+PairsObject = Annotated[Pairs, BeforeValidator(_pairs), PlainSerializer(dict, return_type=dict[str, str])]
+
+
+class SignalShape(TypedDict):
+    source: SignalSource
+    fingerprint: str
+    status: SignalStatus
+    name: str
+    starts_at: Time
+    received_at: Time
+    node: NotRequired[str | None]
+    gpu: NotRequired[int | None]
+    uuid: NotRequired[str | None]
+    xid: NotRequired[int | None]
+    pod: NotRequired[PodRef | None]
+    pod_label: NotRequired[str | None]
+    ends_at: NotRequired[Time | None]
+    labels: NotRequired[PairsObject]
+    annotations: NotRequired[PairsObject]
+
+
+class ActionShape(TypedDict):
+    kind: ActionKind
+    track: Track
+    reason: str
+    node: str | None
+    pod: PodRef | None
+    params: PairsObject
+    not_before: Time | None
+
+
+class PlanShape(TypedDict):
+    """What the journal keeps of a plan (its fault is journaled in its own columns)."""
+
+    summary: str
+    decided_at: Time
+    workload: str | None
+    actions: list[ActionShape]
+    # What a plan in shadow mode would have done; written only when there is something.
+    shadowed: NotRequired[list[ActionShape]]
+
+
+_SIGNAL = TypeAdapter(SignalShape)
+_PLAN = TypeAdapter(PlanShape)
+
+
+def _shallow(value: Signal | Action | Plan, shape: type) -> dict[str, Any]:
+    """The fields `shape` names, in its order, unconverted (nested values stay domain values)."""
+    return {name: getattr(value, name) for name in shape.__annotations__}
 
 
 def signal_to_dict(signal: Signal) -> dict[str, Any]:
-    return {
-        "source": signal.source.value,
-        "fingerprint": signal.fingerprint,
-        "status": signal.status.value,
-        "name": signal.name,
-        "starts_at": _time(signal.starts_at),
-        "received_at": _time(signal.received_at),
-        "node": signal.node,
-        "gpu": signal.gpu,
-        "uuid": signal.uuid,
-        "xid": signal.xid,
-        "pod": _pod(signal.pod),
-        "pod_label": signal.pod_label,
-        "ends_at": _time(signal.ends_at),
-        "labels": dict(signal.labels),
-        "annotations": dict(signal.annotations),
-    }
+    encoded: dict[str, Any] = _SIGNAL.dump_python(_shallow(signal, SignalShape), mode="json")  # type: ignore[arg-type]
+    return encoded
 
 
 def signal_from_dict(data: dict[str, Any]) -> Signal:
-    pod = data.get("pod")
-    return Signal(
-        source=SignalSource(data["source"]),
-        fingerprint=data["fingerprint"],
-        status=SignalStatus(data["status"]),
-        name=data["name"],
-        starts_at=datetime.fromisoformat(data["starts_at"]),
-        received_at=datetime.fromisoformat(data["received_at"]),
-        node=data.get("node"),
-        gpu=data.get("gpu"),
-        uuid=data.get("uuid"),
-        xid=data.get("xid"),
-        pod=PodRef(pod["namespace"], pod["name"], pod.get("container")) if pod else None,
-        pod_label=data.get("pod_label"),
-        ends_at=datetime.fromisoformat(data["ends_at"]) if data.get("ends_at") else None,
-        labels=tuple(sorted(data.get("labels", {}).items())),
-        annotations=tuple(sorted(data.get("annotations", {}).items())),
-    )
-
-
-def action_to_dict(action: Action) -> dict[str, Any]:
-    return {
-        "kind": action.kind.value,
-        "track": action.track.value,
-        "reason": action.reason,
-        "node": action.node,
-        "pod": _pod(action.pod),
-        "params": dict(action.params),
-        "not_before": _time(action.not_before),
-    }
+    return Signal(**_SIGNAL.validate_python(data))
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    return {
-        "summary": plan.summary,
-        "decided_at": _time(plan.decided_at),
-        "workload": plan.workload,
-        "actions": [action_to_dict(a) for a in plan.actions],
-        **({"shadowed": [action_to_dict(a) for a in plan.shadowed]} if plan.shadowed else {}),
-    }
+    shallow = _shallow(plan, PlanShape)
+    shallow["actions"] = [_shallow(a, ActionShape) for a in plan.actions]
+    if plan.shadowed:
+        shallow["shadowed"] = [_shallow(a, ActionShape) for a in plan.shadowed]
+    else:
+        del shallow["shadowed"]
+    encoded: dict[str, Any] = _PLAN.dump_python(shallow, mode="json")  # type: ignore[arg-type]
+    return encoded
 
 
 def dumps(data: Any) -> str:

@@ -133,6 +133,21 @@ async def test_a_body_invalid_as_a_whole_is_a_4xx_that_changes_nothing(
     assert await dead_letters(client) == [], "nothing of a body unreadable as a whole is kept"
 
 
+@pytest.mark.parametrize(
+    ("headers", "problem"),
+    [({}, "missing Authorization header"), ({"Authorization": "Bearer nope"}, "bad token")],
+)
+async def test_resetting_the_breaker_needs_the_webhook_credentials(
+    client: TestClient[Any, Any], headers: dict[str, str], problem: str
+) -> None:
+    response = await client.post("/api/v1/breaker/reset", headers=headers)
+    assert response.status == 401
+    assert response.content_type == "application/json"
+    assert await response.json() == {"error": "unauthorized", "message": problem}
+    allowed = await client.post("/api/v1/breaker/reset", headers=AUTH)
+    assert allowed.status == 404, "past the credentials: no cluster configured here"
+
+
 async def test_unknown_fields_are_ignored_even_nested(client: TestClient[Any, Any]) -> None:
     """A newer Alertmanager may add fields: they are ignored, however they nest (within the parser's cap)."""
     body = {**webhook(alert(fingerprint="new1")), "futureField": json.loads(_nested(50))}

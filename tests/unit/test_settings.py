@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -32,6 +33,35 @@ def test_yaml_then_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert settings.auth.token is not None
     assert settings.auth.token.get_secret_value() == "from-file"
     assert str(settings.inbox.path) == "/tmp/x.db"
+
+
+class _ReadOnlyEnviron(dict[str, str]):
+    """os.environ for one test: reads as usual, any write fails the test."""
+
+    def __setitem__(self, key: str, value: str) -> None:
+        raise AssertionError(f"loading settings wrote ${key}")
+
+    def __delitem__(self, key: str) -> None:
+        raise AssertionError(f"loading settings removed ${key}")
+
+    def pop(self, key: str, *default: object) -> str:  # type: ignore[override]
+        raise AssertionError(f"loading settings removed ${key}")
+
+
+def test_the_file_is_a_settings_source_not_an_environment_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given, from_env = tmp_path / "given.yaml", tmp_path / "from-env.yaml"
+    given.write_text("listen_port: 1111\nauth: {mode: none}\n")
+    from_env.write_text("listen_port: 2222\nauth: {mode: none}\n")
+    monkeypatch.delenv("SICKBAY_LISTEN_PORT", raising=False)
+    monkeypatch.setenv("SICKBAY_CONFIG", str(from_env))
+    before = dict(os.environ)
+    with monkeypatch.context() as scoped:
+        scoped.setattr(os, "environ", _ReadOnlyEnviron(os.environ))
+        assert load_settings(given).listen_port == 1111  # the file given wins over $SICKBAY_CONFIG's
+        assert load_settings().listen_port == 2222
+    assert dict(os.environ) == before
 
 
 @pytest.mark.parametrize(
