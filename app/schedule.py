@@ -23,6 +23,9 @@ from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import
 from prometheus_client import Counter
 
 log = logging.getLogger(__name__)
+# APScheduler logs every run of every job at INFO (the re-check job runs four times a second): our own
+# jobs log what they do, and a failure is logged and counted here, so only its warnings are kept.
+logging.getLogger("apscheduler").setLevel(logging.WARNING)
 Run = Callable[[], Awaitable[object]]
 
 

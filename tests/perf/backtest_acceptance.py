@@ -168,6 +168,9 @@ def backtest(url: str, data: Path, *, warmup_days: float, step: str, html: Path 
         end.isoformat(),
         "--step",
         step,
+        # The range already starts `warmup_days` into the history: the windows filled meanwhile.
+        "--warmup",
+        f"{warmup_days * 24:g}h",
         "--truth",
         str(data),
         "--models",
