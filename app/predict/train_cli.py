@@ -10,12 +10,15 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from app.predict import history, prometheus, registry, split
 from app.predict.train import Steps, TrainConfig, evaluate_on, fit, prepare
+
+if TYPE_CHECKING:
+    from app.predict import baseline
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -133,8 +136,19 @@ def run(args: argparse.Namespace, *, now: datetime | None = None) -> int:
     return 0
 
 
-def run_from_prometheus(args: argparse.Namespace, *, now: datetime | None = None) -> int:
-    """`--from-prometheus`: the service's retraining run, once, from the command line."""
+def run_from_prometheus(
+    args: argparse.Namespace,
+    *,
+    now: datetime | None = None,
+    rules_baseline: baseline.Baseline | None = None,
+    force: bool = False,
+    models_dir: Path | None = None,
+) -> int:
+    """`--from-prometheus`: the service's retraining run, once, from the command line.
+
+    `rules_baseline` is the baseline the challenger must beat (retrain's shipped one when None), `force`
+    an operator's override, `models_dir` where `--out` defaults to (`sickbay train` passes serve's).
+    """
     from app.config import rules  # noqa: PLC0415 - the XID catalog, for this command only
     from app.config.settings import RULES_DIR  # noqa: PLC0415
     from app.predict import retrain  # noqa: PLC0415 - retrain imports this module
@@ -156,7 +170,7 @@ def run_from_prometheus(args: argparse.Namespace, *, now: datetime | None = None
     with Steps(show=not args.quiet) as steps:
         outcome = retrain.retrain(
             reader=reader,
-            models_dir=args.out or Path("models"),
+            models_dir=args.out or models_dir or Path("models"),
             window_s=window_s,
             now=now,
             failures_from_journal=journal,
@@ -165,6 +179,8 @@ def run_from_prometheus(args: argparse.Namespace, *, now: datetime | None = None
             steps=steps,
             threads=args.threads,
             min_failures=args.min_failures,
+            rules=rules_baseline,
+            force=force,
         )
     print(json.dumps(outcome.as_dict(), indent=2, ensure_ascii=False))
     if outcome.status is retrain.Status.PROMETHEUS_UNAVAILABLE:

@@ -17,24 +17,16 @@ leaving the training module alone.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
-import pandas as pd
-
-from app.config import rules
 from app.config.errors import ConfigError
-from app.config.settings import RULES_DIR
 from app.predict import (
     baseline,
     evaluate,
-    history,
-    prometheus,
     promotion,
     registry,
-    retrain,
     split,
     train,
     train_cli,
@@ -67,7 +59,13 @@ def run(args: argparse.Namespace, *, now: datetime | None = None) -> int:
         print(f"sickbay train: {exc}", file=sys.stderr)
         return 2
     if args.from_prometheus:
-        return run_from_prometheus(args, rules_baseline, now=now)
+        return train_cli.run_from_prometheus(
+            args,
+            now=now,
+            rules_baseline=rules_baseline,
+            force=args.force,
+            models_dir=common.installed_models_dir(),
+        )
     if args.out is None or args.no_activate or args.force:
         return train_cli.run(args, now=now)
     before = _versions(args.out)
@@ -107,44 +105,3 @@ def _versions(models_dir: Path) -> set[str]:
     if not models_dir.is_dir():
         return set()
     return {p.name for p in models_dir.iterdir() if p.is_dir() and (p / registry.CARD_FILE).is_file()}
-
-
-def run_from_prometheus(
-    args: argparse.Namespace, rules_baseline: baseline.Baseline, *, now: datetime | None = None
-) -> int:
-    """`--from-prometheus`: the service's retraining run, once, from the command line."""
-    if args.eval_dataset or args.no_activate:
-        print("sickbay train: --eval-dataset and --no-activate go with --dataset", file=sys.stderr)
-        return 2
-    now = now or datetime.now(UTC)
-    window_s = args.days * 86400.0
-    journal: pd.DataFrame | None = None
-    if args.journal is not None:
-        try:
-            journal = retrain.journal_failures(args.journal, since=now - timedelta(seconds=window_s))
-        except retrain.JournalUnreadable as exc:
-            print(f"sickbay train: {exc}", file=sys.stderr)
-            return 2
-    catalog = rules.load_catalog(args.xid_catalog or RULES_DIR / "xid-catalog.yaml")
-    reader = prometheus.Reader(prometheus.ReaderSettings(url=args.from_prometheus, step_s=args.step_seconds))
-    with train.Steps(show=not args.quiet) as steps:
-        outcome = retrain.retrain(
-            reader=reader,
-            models_dir=args.out or common.installed_models_dir(),
-            window_s=window_s,
-            now=now,
-            failures_from_journal=journal,
-            xid_classes=history.xid_classes(catalog),
-            config=train_cli.config_from(args),
-            steps=steps,
-            threads=args.threads,
-            min_failures=args.min_failures,
-            rules=rules_baseline,
-            force=args.force,
-        )
-    print(json.dumps(outcome.as_dict(), indent=2, ensure_ascii=False))
-    if outcome.status is retrain.Status.PROMETHEUS_UNAVAILABLE:
-        return 4
-    if outcome.status is retrain.Status.TOO_LITTLE_DATA:
-        return 5
-    return 0
