@@ -417,9 +417,7 @@ async def _start_prediction(services: Services) -> None:
             scheduler=services.scheduler,
         )
         await scorer.start()
-    except asyncio.CancelledError:
-        raise
-    except Exception:  # prediction must never stop the alert path from serving
+    except Exception:  # prediction must never stop the alert path from serving (a cancel passes through)
         log.exception("risk scoring could not start; remediating from alerts only")
         return
     services.scoring = scorer
