@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from app.act.conditions_in_order import InOrder
 from app.act.gatekeeper import GateKeeper
 from app.act.recorder import Recorder
 from app.act.urgency import Urgency
@@ -69,6 +70,7 @@ class NodeWriter:
         self._dry_run = dry_run
         self._clock = clock
         self._tasks: set[asyncio.Task[None]] = set()
+        self._conditions = InOrder()
 
     async def quarantine(
         self, action: Action, fault: Fault, *, known: NodeState | None = None
@@ -130,7 +132,7 @@ class NodeWriter:
                 return WriteResult(self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc)), node)
             # The condition and the Event follow in the background: the node is out of the pool now,
             # and in a storm the next node's quarantine must not wait behind this one's paperwork.
-            self._background(self._aftercare(name, fault, cls))
+            self._background(self._aftercare(name, fault, cls, self._conditions.ticket(name)))
             return WriteResult(
                 self._recorder.outcome(action, OutcomeStatus.APPLIED, describe(patch), attempts=number),
                 updated,
@@ -154,18 +156,14 @@ class NodeWriter:
         """Wait for the conditions and Events still being written (shutdown, tests)."""
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _aftercare(self, name: str, fault: Fault, cls: FaultClass) -> None:
+    async def _aftercare(self, name: str, fault: Fault, cls: FaultClass, ticket: int) -> None:
+        # Waiting for calm lets the drain that follows a quarantine (evictions are urgent) fail and write
+        # DrainFailed first; the ticket, taken when the node was quarantined, keeps that newer word.
         await self._urgency.calm()
-        await self._condition(name, fault)
+        await self._condition_of(name, footprint.unhealthy_condition(fault, now=self._clock()), ticket=ticket)
         await self._recorder.node_event(
             name, "SickbayQuarantined", f"{cls.value}: {fault.reason}", warning=True
         )
-
-    async def _condition(self, name: str, fault: Fault) -> None:
-        try:
-            await self._kube.set_node_condition(name, footprint.unhealthy_condition(fault, now=self._clock()))
-        except errors.KubeError as exc:
-            log.warning("could not set the GpuHealthy condition on %s: %s", name, exc)
 
     async def mark_at_risk(self, action: Action, *, known: NodeState | None = None) -> AtRiskResult:
         """Set the at-risk taint to the action's level; `act` only within the proactive budget, else `warn`.
@@ -366,9 +364,11 @@ class NodeWriter:
             await self._condition_of(name, footprint.drain_failed_condition(fault_class, why=why, now=now))
         return node
 
-    async def _condition_of(self, name: str, condition: Condition) -> None:
+    async def _condition_of(self, name: str, condition: Condition, *, ticket: int | None = None) -> None:
+        """Write GpuHealthy unless a write decided later has landed already; a failure is logged, not raised."""
+        ticket = self._conditions.ticket(name) if ticket is None else ticket
         try:
-            await self._kube.set_node_condition(name, condition)
+            await self._conditions.write(name, ticket, lambda: self._kube.set_node_condition(name, condition))
         except errors.KubeError as exc:
             log.warning("could not set the %s condition on %s: %s", condition.type, name, exc)
 
@@ -389,12 +389,7 @@ class NodeWriter:
         if updated is None:
             return None
         self._gates.forget(name)
-        try:
-            await self._kube.set_node_condition(
-                name, footprint.healthy_condition(now=self._clock(), message=why)
-            )
-        except errors.KubeError as exc:
-            log.warning("could not set GpuHealthy=True on %s: %s", name, exc)
+        await self._condition_of(name, footprint.healthy_condition(now=self._clock(), message=why))
         await self._recorder.node_event(name, "SickbayReleased", why)
         return updated
 
