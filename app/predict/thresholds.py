@@ -28,6 +28,20 @@ class ThresholdChoice:
         }
 
 
+def allowed_false_alarms(fa_budget: float, node_days: float) -> int:
+    """The whole number of false alarms a budget (per 1,000 node-days) allows over `node_days`: the
+    nearest count, and at least one when the budget is positive.
+
+    Rounding down made it zero under 1,000 node-days, and then the lowest acceptable threshold was the
+    score of the single highest-scoring negative on the validation fleets — one GPU, an order statistic,
+    not a rate. On the protocol's 923 validation node-days that put `act` at 0.675 and cost 40-80% of the
+    recall on every held-out fleet while removing no false alarm there (issue 12's protocol, 2026-12-01).
+    """
+    if fa_budget <= 0:
+        return 0
+    return max(1, int(np.floor(fa_budget * node_days / 1000.0 + 0.5)))
+
+
 def choose_threshold(
     data: evaluate.EvalSet,
     scores: npt.NDArray[np.float64],
@@ -62,7 +76,7 @@ def choose_threshold(
     true = alarms.get(labels.Status.POSITIVE, zero)
     with np.errstate(invalid="ignore", divide="ignore"):
         alarm_precision = np.where(true + false > 0, true / (true + false), np.nan)
-    allowed = int(np.floor(fa_budget * evaluate.node_days(data.keys) / 1000.0))
+    allowed = allowed_false_alarms(fa_budget, evaluate.node_days(data.keys))
     ok = (
         (flagged >= min_rows)
         & (row_precision >= precision)
