@@ -2,10 +2,11 @@
 
 State of record is the Node objects, so this loop is also how a new leader resumes whatever the previous
 one left half done: a node labelled `draining` gets its drain resumed, a `remediating` node is checked for
-completion or timeout, a `verifying` node is released once it stayed healthy for `healthy-delay`.
-A `drain-failed` node is drained again once `drain.retry_after` has passed since its last try, or at once
-when its drainable pods are gone (a human moved them); the drain hands it off only if it empties it.
-Relabelling it `draining` by hand resumes the drain on the next round; uncordoning it releases it.
+completion or timeout, a `verifying` node is released once it stayed healthy for `healthy-delay`, a
+`drain-failed` node is drained again when its retry is due or its pods are gone, and a node an operator
+uncordoned is let go. Each round observes a node, asks `decide.reconciling` what to do and does it: the
+comparisons and the timers are there, and the timers are annotations on the node, so a new leader counts
+from where the old one stopped.
 It also turns a sustained drop of GPU allocatable below capacity (the device plugin marking a GPU
 unhealthy) into a signal, since nothing else in Kubernetes links that to the pods on the GPU.
 """
@@ -16,12 +17,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
+from app.act import nodes
 from app.act.gatekeeper import GateKeeper
 from app.act.handoff import HandOff
 from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
 from app.config import rules
-from app.decide import drains, evictions, footprint
+from app.decide import footprint, reconciling
 from app.domain import (
     FaultClass,
     NodeState,
@@ -66,7 +68,6 @@ class Reconciler:
         self._clock = clock
         self._emit = emit
         self._dry_run = dry_run
-        self._healthy_since: dict[str, datetime] = {}
         self._short_since: dict[str, datetime] = {}
         self._reported_short: set[str] = set()
 
@@ -94,105 +95,76 @@ class Reconciler:
             self._metrics.nodes_by_state.labels(state=state).set(count)
 
     async def _owned(self, node: NodeState) -> None:
-        added = (node.annotation(footprint.ADDED) or "").split(",")
-        if "cordon" in added and not node.unschedulable:
-            await self._nodes.release(
-                node.name,
-                why="an operator uncordoned the node by hand; Sickbay removes its marks and steps back",
-            )
-            self._healthy_since.pop(node.name, None)
-            return
-        fault_class = _class_of(node)
-        if fault_class is not None and node.state is not RemediationState.VERIFYING:
-            await self._restore_condition(node, fault_class)
-        match node.state:
-            case RemediationState.QUARANTINED | RemediationState.DRAINING:
-                if fault_class in (FaultClass.DRIVER_MISMATCH, None):
-                    await self._maybe_release(node)
-                elif not self._handoff.running(node.name):
-                    log.info("reconcile: resuming the drain of %s", node.name)
-                    self._start_drain(node.name, fault_class, why="resumed")
-            case RemediationState.DRAIN_FAILED:
-                if fault_class is not None and not self._handoff.running(node.name):
-                    await self._drain_failed(node, fault_class)
-            case RemediationState.REMEDIATING:
-                await self._remediating(node, fault_class)
-            case RemediationState.VERIFYING:
-                await self._maybe_release(node)
+        now = self._clock()
+        step = reconciling.next_step(node, drain_running=self._handoff.running(node.name))
+        lost = reconciling.lost_condition(node, step, now=now)
+        if lost is not None and not self._dry_run:
+            await self._kube.set_node_condition(node.name, lost)
+        cls = step.fault_class
+        match step.step:
+            case reconciling.Step.STEP_BACK:
+                await self._nodes.release(node.name, why=step.why)
+            case reconciling.Step.RELEASE:
+                await self._release(node, now=now)
+            case reconciling.Step.RESUME_DRAIN if cls is not None:
+                log.info("reconcile: resuming the drain of %s", node.name)
+                self._start_drain(node.name, cls, how="resumed")
+            case reconciling.Step.DRAIN_AGAIN if cls is not None:
+                await self._drain_again(node, cls, now=now)
+            case reconciling.Step.FOLLOW_REMEDIATION:
+                await self._follow_remediation(node, cls, now=now)
             case _:
                 pass
 
-    async def _restore_condition(self, node: NodeState, fault_class: FaultClass) -> None:
-        """Re-write GpuHealthy=False if the write after the quarantine was lost (it is best-effort there)."""
-        current = node.condition(footprint.CONDITION)
-        if (current is not None and current.status == "False") or self._dry_run:
-            return
-        await self._kube.set_node_condition(
-            node.name, footprint.quarantined_condition(node, fault_class, now=self._clock())
-        )
+    def _start_drain(self, name: str, fault_class: FaultClass, *, how: str) -> None:
+        self._handoff.start(name, fault_class, reason=f"{fault_class.value}: drain {how} by reconciliation")
 
-    def _start_drain(self, name: str, fault_class: FaultClass, *, why: str) -> None:
-        self._handoff.start(name, fault_class, reason=f"{fault_class.value}: drain {why} by reconciliation")
-
-    async def _drain_failed(self, node: NodeState, fault_class: FaultClass) -> None:
-        """Drain a `drain-failed` node again when its retry is due, or at once when nothing is left to move."""
-        if drains.retry_due(node, self._policy.drain, now=self._clock()):
-            log.info(
-                "reconcile: retrying the drain of %s (%s)", node.name, node.annotation(footprint.DRAIN_FAILED)
-            )
-            self._start_drain(node.name, fault_class, why="retried")
-            return
+    async def _drain_again(self, node: NodeState, fault_class: FaultClass, *, now: datetime) -> None:
         pods = await self._kube.list_pods(node=node.name)
-        if not any(evictions.drainable(p, self._policy.drain) for p in pods):
-            log.info("reconcile: %s has no pods left to drain; handing it off", node.name)
-            self._start_drain(node.name, fault_class, why="finished")
+        decision = reconciling.drain_again(node, pods=pods, policy=self._policy.drain, now=now)
+        match decision:
+            case reconciling.DrainAgain(how=how, why=why):
+                log.info("reconcile: %s: %s", node.name, why)
+                self._start_drain(node.name, fault_class, how=how)
+            case reconciling.Wait(why=why):
+                log.debug("reconcile: %s: %s", node.name, why)
 
-    async def _remediating(self, node: NodeState, fault_class: FaultClass | None) -> None:
-        if node.annotation(footprint.REMEDIATION_DONE):
-            await self._nodes.set_state(node.name, RemediationState.VERIFYING)
-            await self._recorder.node_event(
-                node.name, "SickbayVerifying", "remediation reported done; verifying"
-            )
-            return
-        if fault_class is None:
-            return
-        remediator = self._policy.remediator(fault_class)
-        requested = node.annotation(footprint.REMEDIATION_REQUESTED_AT)
-        if remediator.kind == "none" or not requested:
-            return
-        overdue = self._clock() - datetime.fromisoformat(requested) > remediator.timeout
-        if overdue and fault_class is not FaultClass.REPLACE:
-            await self._recorder.node_event(
-                node.name,
-                "SickbayRemediationTimedOut",
-                f"{fault_class.value} did not complete within {remediator.timeout}; escalating to replace",
-                warning=True,
-            )
-            await self._nodes.set_state(
-                node.name, RemediationState.REMEDIATING, remediation_requested="replace"
-            )
+    async def _follow_remediation(self, node: NodeState, cls: FaultClass | None, *, now: datetime) -> None:
+        match reconciling.remediation_step(node, cls, policy=self._policy, now=now):
+            case reconciling.Verify(why=why):
+                await self._nodes.set_state(node.name, RemediationState.VERIFYING)
+                await self._recorder.node_event(node.name, "SickbayVerifying", why)
+            case reconciling.Escalate(why=why):
+                await self._recorder.node_event(node.name, "SickbayRemediationTimedOut", why, warning=True)
+                await self._nodes.set_state(
+                    node.name, RemediationState.REMEDIATING, remediation_requested=FaultClass.REPLACE.value
+                )
+            case reconciling.Wait(why=why):
+                log.debug("reconcile: %s: %s", node.name, why)
 
-    async def _maybe_release(self, node: NodeState) -> None:
-        now = self._clock()
-        active = await self._journal.active_alerts(node=node.name)
-        hardware_active = [
-            fp
-            for fp, cls in active
-            if cls in {c.value for c in FaultClass if c.is_hardware} | {"driver-mismatch"}
-        ]
-        short = node.gpu_capacity > 0 and node.gpu_allocatable < node.gpu_capacity
-        if hardware_active or short:
-            self._healthy_since.pop(node.name, None)
+    async def _release(self, node: NodeState, *, now: datetime) -> None:
+        firing = [cls for _, cls in await self._journal.active_alerts(node=node.name)]
+        match reconciling.release_step(node, firing=firing, policy=self._policy.release, now=now):
+            case reconciling.Release(why=why):
+                await self._nodes.release(node.name, why=why)
+            case reconciling.Mark() as mark:
+                await self._mark(node, mark)
+            case reconciling.Wait(why=why):
+                log.debug("reconcile: %s: %s", node.name, why)
+
+    async def _mark(self, node: NodeState, mark: reconciling.Mark) -> None:
+        """Write the healthy clock on the node, where the next leader reads it; a node changed since the
+        list (409) is marked next round, from what it says then."""
+        patch = footprint.healthy_mark_patch(node, since=mark.since)
+        if self._dry_run:
+            log.info("dry-run: would patch %s: %s (%s)", node.name, nodes.describe(patch), mark.why)
             return
-        since = self._healthy_since.setdefault(node.name, now)
-        if now - since < self._policy.release.healthy_delay:
+        try:
+            await self._kube.patch_node(patch)
+        except errors.ConflictError:
+            log.info("reconcile: %s changed since it was listed; its healthy mark waits a round", node.name)
             return
-        released = await self._nodes.release(
-            node.name,
-            why=f"no active fault and healthy for {self._policy.release.healthy_delay}; remediation complete",
-        )
-        if released is not None or self._dry_run:
-            self._healthy_since.pop(node.name, None)
+        log.info("reconcile: %s: %s", node.name, mark.why)
 
     async def _soft_condition(self, node: NodeState) -> None:
         """Clear a soft-fault condition nothing keeps up: agent events never resolve, and a resolution
@@ -249,11 +221,3 @@ class Reconciler:
                 annotations=freeze_mapping({"summary": reason}),
             )
         )
-
-
-def _class_of(node: NodeState) -> FaultClass | None:
-    raw = footprint.fault_of(node).get("class") or (footprint.quarantined_class(node) or "")
-    try:
-        return FaultClass(str(raw)) if raw else None
-    except ValueError:
-        return None

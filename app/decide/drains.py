@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 
 from app.config import rules
@@ -98,13 +98,7 @@ def retry_due(node: NodeState, policy: rules.DrainPolicy, *, now: datetime) -> b
     """True when a `drain-failed` node's drain should run again (its last try is `retry_after` old)."""
     if node.state is not RemediationState.DRAIN_FAILED or policy.retry_after is None:
         return False
-    raw = node.annotation(footprint.DRAIN_FAILED_AT)
-    if not raw:
-        return True  # the time of the last try was lost: try now rather than never
-    try:
-        last = datetime.fromisoformat(raw)
-    except ValueError:
-        return True
-    if last.tzinfo is None:  # written by hand without an offset: read it as UTC, as Sickbay writes it
-        last = last.replace(tzinfo=UTC)
+    last = footprint.time_of(node, footprint.DRAIN_FAILED_AT)
+    if last is None:
+        return True  # the time of the last try was lost or garbled: try now rather than never
     return now - last >= policy.retry_after

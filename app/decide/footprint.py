@@ -8,7 +8,7 @@ so release never removes what an operator set (their own cordon, their own taint
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 
 from app.domain import (
     Condition,
@@ -37,6 +37,10 @@ REMEDIATION_DONE = "sickbay.io/remediation-done"
 # removed when the node leaves it (the next drain, a hand-off, a release).
 DRAIN_FAILED = "sickbay.io/drain-failed"
 DRAIN_FAILED_AT = "sickbay.io/drain-failed-at"
+# Since when reconciliation has seen the node healthy, in a state it may be released from: the healthy
+# delay counts from here, on whichever replica leads. Removed when it stops being healthy, on any state
+# change or new quarantine (the delay starts over), and on release.
+HEALTHY_SINCE = "sickbay.io/healthy-since"
 MANAGED = "sickbay.io/managed"
 CONDITION = "GpuHealthy"
 # A lasting soft (transient) signal; the type is a policy setting (`transient.condition`), this its default.
@@ -53,6 +57,7 @@ OUR_ANNOTATIONS = (
     REMEDIATION_DONE,
     DRAIN_FAILED,
     DRAIN_FAILED_AT,
+    HEALTHY_SINCE,
 )
 _DRAIN_FAILED_MARKS = (DRAIN_FAILED, DRAIN_FAILED_AT)
 _SEVERITY = {
@@ -93,22 +98,24 @@ def quarantine_patch(
     """Taint, cordon, label and annotate in one desired-state patch, recording what we ourselves added."""
     cls = fault.fault_class
     taints = (*(t for t in node.taints if t.key != UNHEALTHY), Taint(UNHEALTHY, cls.value, effect))
-    added = set(_added(node))
-    added.add("taint")
+    marks = set(added(node))
+    marks.add("taint")
     will_cordon = cordon and not node.unschedulable
     if will_cordon:
-        added.add("cordon")
+        marks.add("cordon")
     since = node.annotation(SINCE) if node.annotation(OWNED_BY) else None
     return NodePatch(
         node=node.name,
         resource_version=node.resource_version,
         labels=((STATE, RemediationState.QUARANTINED.value),),
         annotations=(
-            (ADDED, ",".join(sorted(added))),
+            (ADDED, ",".join(sorted(marks))),
             (FAULT, fault.annotation()),
             (OWNED_BY, identity),
             (REASON, _one_line(fault.reason)),
             (SINCE, since or now.isoformat()),
+            # A new fault: whatever healthy time was counted before it no longer counts.
+            *(((HEALTHY_SINCE, ""),) if node.annotation(HEALTHY_SINCE) is not None else ()),
         ),
         taints=taints,
         unschedulable=True if will_cordon else None,
@@ -116,12 +123,15 @@ def quarantine_patch(
 
 
 def state_patch(node: NodeState, state: RemediationState, **annotations: str) -> NodePatch:
-    """The state label and `sickbay.io/<key>` annotations; leaving `drain-failed` removes its marks."""
+    """The state label and `sickbay.io/<key>` annotations; leaving `drain-failed` removes its marks, and
+    the healthy clock starts over (it counts only while the node stays where it may be released from)."""
     wanted = {PREFIX + k.replace("_", "-"): v for k, v in annotations.items()}
-    if state is not RemediationState.DRAIN_FAILED:
-        for key in _DRAIN_FAILED_MARKS:
-            if node.annotation(key) is not None:
-                wanted.setdefault(key, "")
+    stale = (
+        (HEALTHY_SINCE,) if state is RemediationState.DRAIN_FAILED else (*_DRAIN_FAILED_MARKS, HEALTHY_SINCE)
+    )
+    for key in stale:
+        if node.annotation(key) is not None:
+            wanted.setdefault(key, "")
     pairs = tuple(sorted(wanted.items()))
     return NodePatch(
         node=node.name,
@@ -133,7 +143,7 @@ def state_patch(node: NodeState, state: RemediationState, **annotations: str) ->
 
 def release_patch(node: NodeState) -> NodePatch:
     """Remove exactly what Sickbay added; an operator's own cordon and taints stay."""
-    added = _added(node)
+    ours = added(node)
     taints = tuple(t for t in node.taints if t.key not in (UNHEALTHY, AT_RISK))
     return NodePatch(
         node=node.name,
@@ -141,7 +151,7 @@ def release_patch(node: NodeState) -> NodePatch:
         labels=((STATE, ""),),
         annotations=tuple((key, "") for key in OUR_ANNOTATIONS if node.annotation(key) is not None),
         taints=taints if taints != node.taints else None,
-        unschedulable=False if "cordon" in added and node.unschedulable else None,
+        unschedulable=False if "cordon" in ours and node.unschedulable else None,
     )
 
 
@@ -256,6 +266,28 @@ def healthy_condition(*, now: datetime, message: str) -> Condition:
     )
 
 
+def healthy_mark_patch(node: NodeState, *, since: datetime | None) -> NodePatch:
+    """Set the node's `healthy-since` mark, or remove it (`since` None); guarded by the read's version."""
+    return NodePatch(
+        node=node.name,
+        resource_version=node.resource_version,
+        annotations=((HEALTHY_SINCE, since.isoformat() if since is not None else ""),),
+    )
+
+
+def time_of(node: NodeState, key: str) -> datetime | None:
+    """The time in one of the node's annotations; None when absent or unreadable. One written by hand
+    without an offset is read as UTC, as Sickbay writes it."""
+    raw = node.annotation(key)
+    if not raw:
+        return None
+    try:
+        at = datetime.fromisoformat(raw)
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 def fault_of(node: NodeState) -> dict[str, object]:
     raw = node.annotation(FAULT)
     if not raw:
@@ -267,7 +299,8 @@ def fault_of(node: NodeState) -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
-def _added(node: NodeState) -> tuple[str, ...]:
+def added(node: NodeState) -> tuple[str, ...]:
+    """What Sickbay itself added to the node (`taint`, `cordon`), as `sickbay.io/added` says."""
     raw = node.annotation(ADDED) or ""
     return tuple(part for part in raw.split(",") if part)
 

@@ -78,6 +78,10 @@ class Clock:
     def advance(self, delta: timedelta) -> None:
         self.offset += delta
 
+    def set_to(self, when: datetime) -> None:
+        """Read `when` now; time then runs on from there."""
+        self.offset = when - datetime.now(UTC)
+
 
 @dataclass
 class World:
@@ -173,16 +177,23 @@ async def open_world(
     grace_scale: float = GRACE_SCALE,
     validated: tuple[str, ...] = (),
     prediction: dict[str, Any] | None = None,
+    cluster: KubeApiServer | None = None,
+    identity: str = "sickbay-test-0",
+    clock: Clock | None = None,
 ) -> AsyncIterator[World]:
     """Sickbay against a simulated cluster whose deleted pods stay Terminating for their grace period
     times `grace_scale` (the default turns 30 s into 0.3 s), as behind a kubelet.
 
     The proactive ladder starts in shadow for every model version, as on a real fleet; the versions in
     `validated` are validated first through the operator's path (`POST /api/v1/model/validate`, force),
-    so a test of the acting ladder says that it needs one."""
-    async with KubeApiServer(seed=seed, grace_scale=grace_scale) as sim:
+    so a test of the acting ladder says that it needs one.
+
+    `cluster` (another world's `sim`) runs this replica against that world's API server instead of a
+    new one: a second replica, with its own `identity`, inbox under `tmp` and `clock`."""
+    async with contextlib.AsyncExitStack() as stack:
+        sim = cluster or await stack.enter_async_context(KubeApiServer(seed=seed, grace_scale=grace_scale))
         kubeconfig = sim.write_kubeconfig(tmp / "kubeconfig")
-        clock = Clock()
+        clock = clock or Clock()
         kube = await kube_client.connect(
             kubeconfig=str(kubeconfig),
             retry=retry or RetryPolicy(attempts=8, base=0.01, cap=0.1, timeout=request_timeout),
@@ -194,7 +205,7 @@ async def open_world(
         settings = load_settings(
             auth={"mode": "none"},
             inbox={"path": tmp / "sickbay.db"},
-            identity="sickbay-test-0",
+            identity=identity,
             pod_namespace="default",  # where its own Events go (shadow mode): a namespace the seed has
             reconcile_interval_s=3600,
             dry_run=dry_run,

@@ -1,0 +1,136 @@
+"""Reconciliation's timers live on the Node, so a failover changes no decision.
+
+A failover in the middle of the healthy delay: the new leader releases the node when the old one would
+have, because the delay counts from the node's `sickbay.io/healthy-since`, not from a replica's memory.
+Two in-process replicas, one after the other, on one simulated API server, each with its own inbox and its
+own clock: replica A sees the node healthy at t0 and stops; replica B takes over at t0 + delay/2 and
+releases it at t0 + delay (not at t0 + delay/2 + delay, as a timer kept in memory would). The remediation
+timeout counts from `sickbay.io/remediation-requested-at` the same way.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from app.decide import footprint
+from tests.integration.remediation_world import Clock, World, eventually, open_world, write_policy
+
+pytestmark = pytest.mark.slow
+
+NODE = "gpu-08"
+DELAY = timedelta(minutes=10)
+
+
+async def held(world: World) -> bool:
+    return bool((await world.node(NODE)).spec.unschedulable)
+
+
+async def state_is(world: World, state: str) -> bool:
+    return ((await world.node(NODE)).metadata.labels or {}).get(footprint.STATE) == state
+
+
+async def healthy_since(world: World) -> str | None:
+    return ((await world.node(NODE)).metadata.annotations or {}).get(footprint.HEALTHY_SINCE)
+
+
+async def verifying(world: World) -> None:
+    """Quarantine, drain and hand off NODE, then let its remediation finish and its alert resolve."""
+    await world.post_alert(node=NODE, xid="95", gpu="2", sickbay_class="reset-gpu", fingerprint="hf1")
+    await eventually(lambda: state_is(world, "remediating"), what="remediation requested")
+    await world.core.patch_node(
+        NODE, {"metadata": {"annotations": {footprint.REMEDIATION_DONE: "reset-gpu"}}}
+    )
+    await world.post_alert(
+        node=NODE, xid="95", gpu="2", sickbay_class="reset-gpu", fingerprint="hf1", status="resolved"
+    )
+
+    async def resolved() -> bool:
+        journal = world.services.journal
+        assert journal is not None
+        return not await journal.active_alerts(node=NODE)
+
+    await eventually(resolved, what="the resolved notification journaled")
+    await world.reconcile()
+    assert await state_is(world, "verifying")
+
+
+async def test_a_new_leader_mid_healthy_delay_releases_at_the_time_the_old_one_set(tmp_path: Path) -> None:
+    policy = write_policy(tmp_path, release={"healthy_delay": "10m"})
+    async with open_world(tmp_path, policy=policy) as a:
+        await verifying(a)
+        assert await healthy_since(a) is None, "not counted before it is seen healthy"
+        before = a.clock()
+        await a.reconcile()
+        mark = await healthy_since(a)
+        assert mark is not None, "replica A writes when it first saw the node healthy"
+        t0 = datetime.fromisoformat(mark)
+        assert before <= t0 <= a.clock()
+        assert await held(a)
+        await a.client.close()  # replica A stops, and whatever it kept in memory with it
+
+        b_clock = Clock()
+        b_clock.set_to(t0 + DELAY / 2)
+        (tmp_path / "b").mkdir()
+        async with open_world(
+            tmp_path / "b", policy=policy, cluster=a.sim, identity="sickbay-test-1", clock=b_clock
+        ) as b:
+            await b.reconcile()
+            assert await held(b), "halfway through the delay"
+            assert await healthy_since(b) == mark, (
+                "the new leader counts from A's mark, it does not restart it"
+            )
+
+            b_clock.set_to(t0 + DELAY - timedelta(seconds=5))
+            await b.reconcile()
+            assert await held(b), "not before t0 + delay"
+
+            b_clock.set_to(t0 + DELAY)
+            await b.reconcile()
+            node = await b.node(NODE)
+            assert not node.spec.unschedulable, "released at t0 + delay, not at t0 + delay/2 + delay"
+            assert not [k for k in node.metadata.annotations or {} if k.startswith("sickbay.io/")]
+            assert len(await b.events("SickbayReleased")) == 1
+
+
+async def test_the_healthy_delay_starts_over_when_the_node_stops_being_healthy(tmp_path: Path) -> None:
+    policy = write_policy(tmp_path, release={"healthy_delay": "10m"})
+    async with open_world(tmp_path, policy=policy) as world:
+        await verifying(world)
+        await world.reconcile()
+        assert await healthy_since(world) is not None
+        # The device plugin hides a GPU again: not healthy, the mark goes.
+        await world.core.patch_node_status(NODE, {"status": {"allocatable": {"nvidia.com/gpu": "7"}}})
+        await world.reconcile()
+        assert await healthy_since(world) is None
+        world.clock.advance(DELAY + timedelta(minutes=1))
+        await world.reconcile()
+        assert await held(world), "unhealthy for the whole delay: kept"
+        await world.core.patch_node_status(NODE, {"status": {"allocatable": {"nvidia.com/gpu": "8"}}})
+        await world.reconcile()
+        mark = await healthy_since(world)
+        assert mark is not None
+        assert datetime.fromisoformat(mark) >= world.clock() - timedelta(minutes=1), "counted from now"
+        assert await held(world)
+        world.clock.advance(DELAY)
+        await world.reconcile()
+        assert not await held(world)
+
+
+async def test_a_remediation_past_its_timeout_escalates_to_replace_once(tmp_path: Path) -> None:
+    async with open_world(tmp_path) as world:  # the shipped policy: reset-gpu times out after 1 h
+        await world.post_alert(node=NODE, xid="95", gpu="2", sickbay_class="reset-gpu", fingerprint="to1")
+        await eventually(lambda: state_is(world, "remediating"), what="remediation requested")
+        await world.reconcile()
+        assert not await world.events("SickbayRemediationTimedOut"), "within its timeout"
+        world.clock.advance(timedelta(hours=1, minutes=1))
+        await world.reconcile()
+        await world.reconcile()
+        annotations = (await world.node(NODE)).metadata.annotations
+        assert annotations[footprint.REMEDIATION_REQUESTED] == "replace"
+        timed_out = await world.events("SickbayRemediationTimedOut")
+        assert len(timed_out) == 1, "escalated once, not again each round"
+        assert "reset-gpu did not complete within 1:00:00" in timed_out[0].message
+        assert await held(world)

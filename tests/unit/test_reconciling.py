@@ -1,0 +1,381 @@
+"""Reconciliation's decisions are pure: (node, observations, policy, now) → what to do with an owned node.
+
+Table-driven, no mocks, no clock: every timer is an annotation on the node in the table, so each row is
+also what a new leader decides from the same node.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from app.config import rules
+from app.decide import footprint, reconciling
+from app.domain import (
+    Condition,
+    Fault,
+    FaultClass,
+    NodeState,
+    OwnerRef,
+    PodState,
+    RemediationState,
+    Signal,
+    SignalSource,
+    SignalStatus,
+    Taint,
+    freeze_mapping,
+)
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+MIN = timedelta(minutes=1)
+DELAY = 10 * MIN
+RELEASE = rules.ReleasePolicy(healthy_delay=DELAY)
+POLICY = rules.Policy(version=1)  # reset-gpu: annotate, 1 h; reboot-node: annotate, 2 h; replace: none
+
+
+def owned(
+    state: RemediationState | None,
+    cls: FaultClass | None = FaultClass.RESET_GPU,
+    *,
+    added: str = "cordon,taint",
+    unschedulable: bool = True,
+    capacity: int = 8,
+    allocatable: int = 8,
+    conditions: tuple[Condition, ...] = (),
+    **annotations: str,
+) -> NodeState:
+    """A node as Sickbay leaves it: owned, its marks recorded, quarantined for `cls` (taint and fault)."""
+    marks = {footprint.OWNED_BY: "sickbay-0", footprint.ADDED: added, **annotations}
+    if cls is not None:
+        marks[footprint.FAULT] = f'{{"class":"{cls.value}"}}'
+    return NodeState(
+        name="n1",
+        unschedulable=unschedulable,
+        taints=(Taint(footprint.UNHEALTHY, cls.value, "NoSchedule"),) if cls is not None else (),
+        labels=freeze_mapping({footprint.STATE: state.value} if state else {}),
+        annotations=freeze_mapping(marks),
+        conditions=conditions,
+        gpu_capacity=capacity,
+        gpu_allocatable=allocatable,
+    )
+
+
+def since(at: datetime | str) -> dict[str, str]:
+    return {footprint.HEALTHY_SINCE: at if isinstance(at, str) else at.isoformat()}
+
+
+def requested(at: datetime | str, what: str = "reset-gpu") -> dict[str, str]:
+    return {
+        footprint.REMEDIATION_REQUESTED: what,
+        footprint.REMEDIATION_REQUESTED_AT: at if isinstance(at, str) else at.isoformat(),
+    }
+
+
+def shape(decision: object) -> tuple[object, ...]:
+    """The part of a decision a row pins down: its kind and its time (reasons are for people)."""
+    match decision:
+        case reconciling.Release():
+            return ("release",)
+        case reconciling.Mark(since=at):
+            return ("mark", at)
+        case reconciling.Wait(until=at):
+            return ("wait", at)
+        case reconciling.Verify():
+            return ("verify",)
+        case reconciling.Escalate():
+            return ("escalate",)
+        case reconciling.DrainAgain(how=how):
+            return ("drain", how)
+    raise AssertionError(decision)
+
+
+VERIFYING = RemediationState.VERIFYING
+
+
+@pytest.mark.parametrize(
+    ("node", "firing", "policy", "expected"),
+    [
+        # First seen healthy: the mark is written, the delay counts from now.
+        (owned(VERIFYING), [], RELEASE, ("mark", T0)),
+        # Marked earlier (by this replica or the one before it): wait for the rest, then release.
+        (owned(VERIFYING, **since(T0 - 4 * MIN)), [], RELEASE, ("wait", T0 + 6 * MIN)),
+        (owned(VERIFYING, **since(T0 - DELAY)), [], RELEASE, ("release",)),
+        (owned(VERIFYING, **since(T0 - DELAY - MIN)), [], RELEASE, ("release",)),
+        # No delay: released the first time it is seen healthy, no mark needed.
+        (owned(VERIFYING), [], rules.ReleasePolicy(healthy_delay=timedelta(0)), ("release",)),
+        # A hardware or driver fault still firing: the mark goes, the delay starts over.
+        (owned(VERIFYING, **since(T0 - DELAY)), ["reset-gpu"], RELEASE, ("mark", None)),
+        (owned(VERIFYING, **since(T0 - DELAY)), ["driver-mismatch"], RELEASE, ("mark", None)),
+        (owned(VERIFYING), ["replace", "reboot-node"], RELEASE, ("wait", None)),
+        # Faults that hold no node do not keep it: a soft signal, a workload's own failure, a risk.
+        (
+            owned(VERIFYING, **since(T0 - DELAY)),
+            ["transient", "restart-workload", "at-risk"],
+            RELEASE,
+            ("release",),
+        ),
+        # GPU allocatable below capacity (the device plugin still hides a GPU) is not healthy.
+        (owned(VERIFYING, allocatable=7, **since(T0 - DELAY)), [], RELEASE, ("mark", None)),
+        (owned(VERIFYING, allocatable=7), [], RELEASE, ("wait", None)),
+        (owned(VERIFYING, capacity=0, allocatable=0), [], RELEASE, ("mark", T0)),
+        # A mark that cannot be read is written again from now; one without an offset is UTC.
+        (owned(VERIFYING, **since("yesterday")), [], RELEASE, ("mark", T0)),
+        (owned(VERIFYING, **since("")), [], RELEASE, ("mark", T0)),
+        (owned(VERIFYING, **since("2026-03-01T11:50:00")), [], RELEASE, ("release",)),
+        (owned(VERIFYING, **since("2026-03-01T11:55:00")), [], RELEASE, ("wait", T0 + 5 * MIN)),
+        # A mark ahead of this replica's clock is honoured as written.
+        (owned(VERIFYING, **since(T0 + MIN)), [], RELEASE, ("wait", T0 + MIN + DELAY)),
+    ],
+)
+def test_release_step(
+    node: NodeState, firing: list[str], policy: rules.ReleasePolicy, expected: tuple[object, ...]
+) -> None:
+    assert shape(reconciling.release_step(node, firing=firing, policy=policy, now=T0)) == expected
+
+
+def test_a_new_leader_resumes_the_same_release_time() -> None:
+    """The failover in one test: what replica A writes at t0 is all B needs to release at t0 + delay."""
+    node = owned(VERIFYING)
+    first = reconciling.release_step(node, firing=[], policy=RELEASE, now=T0)
+    assert isinstance(first, reconciling.Mark)
+    assert first.since == T0
+    marked = footprint.healthy_mark_patch(node, since=first.since)
+    after_failover = owned(VERIFYING, **dict(marked.annotations))
+    halfway = reconciling.release_step(after_failover, firing=[], policy=RELEASE, now=T0 + DELAY / 2)
+    assert shape(halfway) == ("wait", T0 + DELAY)
+    at_delay = reconciling.release_step(after_failover, firing=[], policy=RELEASE, now=T0 + DELAY)
+    assert shape(at_delay) == ("release",)
+
+
+def test_why_names_what_keeps_the_node() -> None:
+    held = reconciling.release_step(owned(VERIFYING), firing=["reset-gpu"], policy=RELEASE, now=T0)
+    assert "reset-gpu" in held.why
+    short = reconciling.release_step(owned(VERIFYING, allocatable=6), firing=[], policy=RELEASE, now=T0)
+    assert "allocatable 6 is below capacity 8" in short.why
+    released = reconciling.release_step(
+        owned(VERIFYING, **since(T0 - DELAY)), firing=[], policy=RELEASE, now=T0
+    )
+    assert released.why == "no active fault and healthy for 0:10:00; remediation complete"
+
+
+REMEDIATING = RemediationState.REMEDIATING
+NO_HUMAN = POLICY.model_copy(update={"remediation": {"reset-gpu": rules.Remediator(kind="none")}})
+
+
+@pytest.mark.parametrize(
+    ("node", "policy", "expected"),
+    [
+        # Done: verify, however long it took.
+        (owned(REMEDIATING, **{footprint.REMEDIATION_DONE: "reset-gpu"}), POLICY, ("verify",)),
+        (
+            owned(REMEDIATING, **requested(T0 - 3 * 60 * MIN), **{footprint.REMEDIATION_DONE: "yes"}),
+            POLICY,
+            ("verify",),
+        ),
+        # The timeout (1 h for reset-gpu) counts from the request; escalation only once it is past.
+        (owned(REMEDIATING, **requested(T0 - 59 * MIN)), POLICY, ("wait", T0 + MIN)),
+        (owned(REMEDIATING, **requested(T0 - 60 * MIN)), POLICY, ("wait", T0)),
+        (owned(REMEDIATING, **requested(T0 - 61 * MIN)), POLICY, ("escalate",)),
+        # Each class has its remediator's timeout: reboot-node's is 2 h.
+        (
+            owned(REMEDIATING, FaultClass.REBOOT_NODE, **requested(T0 - 61 * MIN, "reboot-node")),
+            POLICY,
+            ("wait", T0 + 59 * MIN),
+        ),
+        (
+            owned(REMEDIATING, FaultClass.REBOOT_NODE, **requested(T0 - 121 * MIN, "reboot-node")),
+            POLICY,
+            ("escalate",),
+        ),
+        # Written by hand without an offset: UTC.
+        (owned(REMEDIATING, **requested("2026-03-01T10:00:00")), POLICY, ("escalate",)),
+        # Nothing to escalate to: replacement asked for, or already escalated (no second Event each round).
+        (
+            owned(REMEDIATING, FaultClass.REPLACE, **requested(T0 - 99 * 60 * MIN, "replace")),
+            POLICY,
+            ("wait", None),
+        ),
+        (owned(REMEDIATING, **requested(T0 - 3 * 60 * MIN, "replace")), POLICY, ("wait", None)),
+        # A human remediates (`none`): no timeout.
+        (owned(REMEDIATING, **requested(T0 - 99 * 60 * MIN)), NO_HUMAN, ("wait", None)),
+        # No time to count from, or one that cannot be read: wait rather than replace a node on a guess.
+        (owned(REMEDIATING), POLICY, ("wait", None)),
+        (owned(REMEDIATING, **requested("an hour ago")), POLICY, ("wait", None)),
+        # No readable class: nothing to look the remediator up by.
+        (owned(REMEDIATING, None, **requested(T0 - 3 * 60 * MIN)), POLICY, ("wait", None)),
+    ],
+)
+def test_remediation_step(node: NodeState, policy: rules.Policy, expected: tuple[object, ...]) -> None:
+    cls = reconciling.fault_class(node)
+    assert shape(reconciling.remediation_step(node, cls, policy=policy, now=T0)) == expected
+
+
+def test_escalation_says_what_timed_out() -> None:
+    node = owned(REMEDIATING, **requested(T0 - 61 * MIN))
+    decision = reconciling.remediation_step(node, FaultClass.RESET_GPU, policy=POLICY, now=T0)
+    assert decision == reconciling.Escalate(
+        why="reset-gpu did not complete within 1:00:00; escalating to replace"
+    )
+
+
+def gpu_pod(name: str, **kw: object) -> PodState:
+    return PodState(namespace="training", name=name, node="n1", gpu_request=2, **kw)  # type: ignore[arg-type]
+
+
+DAEMON = PodState(
+    namespace="gpu-operator", name="dcgm", node="n1", gpu_request=0, owners=(OwnerRef("DaemonSet", "dcgm"),)
+)
+DRAIN = rules.DrainPolicy(retry_after=10 * MIN)
+FAILED = RemediationState.DRAIN_FAILED
+
+
+def failed_at(at: datetime) -> dict[str, str]:
+    return {
+        footprint.DRAIN_FAILED: "1 of 1 pod(s) still on the node",
+        footprint.DRAIN_FAILED_AT: at.isoformat(),
+    }
+
+
+@pytest.mark.parametrize(
+    ("node", "pods", "policy", "expected"),
+    [
+        # The retry is due: drained again, whatever is on the node.
+        (owned(FAILED, **failed_at(T0 - 10 * MIN)), [gpu_pod("a")], DRAIN, ("drain", "retried")),
+        (owned(FAILED), [gpu_pod("a")], DRAIN, ("drain", "retried")),
+        # Not due, but nothing drainable is left (a human moved the pods): finished now.
+        (owned(FAILED, **failed_at(T0 - MIN)), [], DRAIN, ("drain", "finished")),
+        (
+            owned(FAILED, **failed_at(T0 - MIN)),
+            [DAEMON, gpu_pod("done", phase="Succeeded")],
+            DRAIN,
+            ("drain", "finished"),
+        ),
+        # Not due and a GPU pod still there: wait for the retry.
+        (owned(FAILED, **failed_at(T0 - MIN)), [DAEMON, gpu_pod("a")], DRAIN, ("wait", T0 + 9 * MIN)),
+        # No retries by policy: only the pods leaving (or a human) moves it on.
+        (
+            owned(FAILED, **failed_at(T0 - 99 * MIN)),
+            [gpu_pod("a")],
+            rules.DrainPolicy(retry_after=None),
+            ("wait", None),
+        ),
+        (
+            owned(FAILED, **failed_at(T0 - 99 * MIN)),
+            [],
+            rules.DrainPolicy(retry_after=None),
+            ("drain", "finished"),
+        ),
+    ],
+)
+def test_drain_again(
+    node: NodeState, pods: list[PodState], policy: rules.DrainPolicy, expected: tuple[object, ...]
+) -> None:
+    assert shape(reconciling.drain_again(node, pods=pods, policy=policy, now=T0)) == expected
+
+
+Step = reconciling.Step
+S = RemediationState
+
+
+@pytest.mark.parametrize(
+    ("node", "drain_running", "step"),
+    [
+        # An operator uncordoned a node Sickbay cordoned: step back, in any state.
+        (owned(S.DRAINING, unschedulable=False), True, Step.STEP_BACK),
+        (owned(S.VERIFYING, unschedulable=False), False, Step.STEP_BACK),
+        # Sickbay never cordoned it (a driver mismatch, or the operator's own cordon): no step back.
+        (
+            owned(S.QUARANTINED, FaultClass.DRIVER_MISMATCH, added="taint", unschedulable=False),
+            False,
+            Step.RELEASE,
+        ),
+        (owned(S.QUARANTINED, added="taint", unschedulable=False), False, Step.RESUME_DRAIN),
+        # Quarantined or draining: released when no repair is needed, else drained (unless a drain runs).
+        (owned(S.QUARANTINED, FaultClass.DRIVER_MISMATCH), False, Step.RELEASE),
+        (owned(S.DRAINING, None), False, Step.RELEASE),
+        (owned(S.DRAINING, FaultClass.REBOOT_NODE), False, Step.RESUME_DRAIN),
+        (owned(S.QUARANTINED), True, Step.NOTHING),
+        # Drain-failed: drained again unless a drain runs; with no class to drain for, a human decides.
+        (owned(S.DRAIN_FAILED), False, Step.DRAIN_AGAIN),
+        (owned(S.DRAIN_FAILED), True, Step.NOTHING),
+        (owned(S.DRAIN_FAILED, None), False, Step.NOTHING),
+        (owned(S.REMEDIATING), True, Step.FOLLOW_REMEDIATION),
+        (owned(S.VERIFYING), False, Step.RELEASE),
+        (owned(S.AT_RISK), False, Step.NOTHING),
+        (owned(None), False, Step.NOTHING),
+    ],
+)
+def test_next_step(node: NodeState, drain_running: bool, step: reconciling.Step) -> None:
+    assert reconciling.next_step(node, drain_running=drain_running).step is step
+
+
+def test_the_class_comes_from_the_fault_annotation_then_the_taint() -> None:
+    both = owned(S.DRAINING, FaultClass.REBOOT_NODE)
+    assert reconciling.fault_class(both) is FaultClass.REBOOT_NODE
+    taint_only = NodeState(name="n1", taints=(Taint(footprint.UNHEALTHY, "reset-gpu", "NoSchedule"),))
+    assert reconciling.fault_class(taint_only) is FaultClass.RESET_GPU
+    garbled = NodeState(name="n1", annotations=freeze_mapping({footprint.FAULT: '{"class":"melted"}'}))
+    assert reconciling.fault_class(garbled) is None
+
+
+FALSE = Condition(type=footprint.CONDITION, status="False", reason="ResetGpu")
+TRUE = Condition(type=footprint.CONDITION, status="True", reason="GpusHealthy")
+
+
+@pytest.mark.parametrize(
+    ("node", "restored"),
+    [
+        # The condition written after the quarantine was lost, or overwritten: written again.
+        (owned(S.DRAINING), True),
+        (owned(S.REMEDIATING, conditions=(TRUE,)), True),
+        (owned(S.QUARANTINED, FaultClass.DRIVER_MISMATCH), True),
+        # It says so already, or the node is on its way back, or Sickbay steps back, or no class to say.
+        (owned(S.DRAINING, conditions=(FALSE,)), False),
+        (owned(S.VERIFYING), False),
+        (owned(S.DRAINING, unschedulable=False), False),
+        (owned(S.DRAINING, None), False),
+    ],
+)
+def test_lost_condition(node: NodeState, restored: bool) -> None:
+    step = reconciling.next_step(node, drain_running=False)
+    condition = reconciling.lost_condition(node, step, now=T0)
+    assert (condition is not None) is restored
+    if condition is not None:
+        assert (condition.type, condition.status, condition.last_transition) == (
+            footprint.CONDITION,
+            "False",
+            T0,
+        )
+
+
+def test_the_healthy_mark_is_in_the_footprint_and_goes_with_every_change() -> None:
+    marked = owned(VERIFYING, **since(T0))
+    assert dict(footprint.healthy_mark_patch(marked, since=None).annotations) == {footprint.HEALTHY_SINCE: ""}
+    assert dict(footprint.healthy_mark_patch(owned(VERIFYING), since=T0).annotations) == {
+        footprint.HEALTHY_SINCE: T0.isoformat()
+    }
+    assert dict(footprint.release_patch(marked).annotations)[footprint.HEALTHY_SINCE] == ""
+    # Any state change and any new quarantine start the healthy delay over.
+    for state in RemediationState:
+        assert dict(footprint.state_patch(marked, state).annotations).get(footprint.HEALTHY_SINCE) == ""
+    assert footprint.HEALTHY_SINCE not in dict(
+        footprint.state_patch(owned(VERIFYING), REMEDIATING).annotations
+    )
+
+
+def test_a_new_quarantine_clears_the_healthy_mark() -> None:
+    signal = Signal(
+        source=SignalSource.ALERTMANAGER,
+        fingerprint="fp1",
+        status=SignalStatus.FIRING,
+        name="GpuXid",
+        starts_at=T0,
+        received_at=T0,
+        node="n1",
+    )
+    fault = Fault(fault_class=FaultClass.REPLACE, signal=signal, reason="XID 79 again", rule="xid")
+    graver = footprint.quarantine_patch(owned(VERIFYING, **since(T0)), fault, now=T0, identity="sickbay-0")
+    assert dict(graver.annotations)[footprint.HEALTHY_SINCE] == ""
+    fresh = footprint.quarantine_patch(NodeState(name="n1"), fault, now=T0, identity="sickbay-0")
+    assert footprint.HEALTHY_SINCE not in dict(fresh.annotations)
