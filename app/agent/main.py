@@ -1,4 +1,5 @@
-"""Entry points for `sickbay agent`: `run_agent(settings)` for the CLI, `main_agent(argv)` for a bare process.
+"""What `sickbay agent` runs: `run(args)` for the command line (`app.agent.commands` declares its flags),
+`run_agent(settings)` for tests and anything that has its settings already.
 
 They turn start-up failures into one line on stderr and an exit code, and run until SIGTERM/SIGINT. The
 real `pynvml` is imported here and only here, lazily, so tests pass a fake and a node without the binding
@@ -14,8 +15,7 @@ import logging
 import signal
 import sqlite3
 import sys
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator
 from typing import TextIO, cast
 
 from app.agent import nvml as nvml_port
@@ -93,32 +93,11 @@ def _signals_set(event: asyncio.Event) -> Iterator[None]:
             loop.remove_signal_handler(sig)
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="sickbay agent",
-        description="Node-local NVML collector: dcgm-exporter-compatible /metrics and pushed GPU events. "
-        "Every option can also be set as SICKBAY_AGENT_<NAME> in the environment.",
-    )
-    parser.add_argument("--service-url", help="Sickbay service base URL, e.g. http://sickbay.sickbay:8080")
-    parser.add_argument("--token-file", type=Path, help="file holding the bearer token")
-    parser.add_argument("--node-name", help="Kubernetes node name (default: $NODE_NAME, else host name)")
-    parser.add_argument("--listen-port", type=int, help="port for /metrics (default 9402)")
-    parser.add_argument("--poll-interval-s", type=float, help="seconds between counter polls (default 10)")
-    parser.add_argument("--spool-dir", type=Path, help="directory for the undelivered-event spool")
-    parser.add_argument(
-        "--hostname-label",
-        choices=["Hostname", "hostname"],
-        help="label name for the host: Hostname (released dcgm-exporter) or hostname (newest)",
-    )
-    parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    return parser.parse_args(argv)
-
-
-def main_agent(argv: Sequence[str] | None = None) -> int:
-    """Parse flags, load settings, run the agent; the process exit code."""
-    args = parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """`sickbay agent`: settings from the environment and the flags, then the agent; the exit code."""
+    flags = {name: value for name, value in vars(args).items() if name in AgentSettings.model_fields}
     try:
-        settings = load_agent_settings(**vars(args))
+        settings = load_agent_settings(**flags)
     except ConfigError as exc:
         print(f"sickbay agent: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -1,7 +1,7 @@
-"""`python -m app.demo`: see `app.demo.main`."""
+"""`python -m app.demo` (`make demo`): `sickbay demo`, through the same command tree."""
 
 import sys
 
-from app.demo.main import main_demo
+from app import cli
 
-sys.exit(main_demo())
+sys.exit(cli.main(["demo", *sys.argv[1:]]))

@@ -1,4 +1,4 @@
-"""`python -m app.demo` (and `sickbay demo`): the whole pipeline on loopback, a scripted run of GPU faults,
+"""`sickbay demo` (and `python -m app.demo`): the whole pipeline on loopback, a scripted run of GPU faults,
 a live timeline, a summary table and an HTML report.
 
 Installs nothing: it needs Debian's `prometheus` and `prometheus-alertmanager` (the Makefile's `setup`
@@ -31,11 +31,10 @@ from rich.text import Text
 
 from app.demo import prediction, report
 from app.demo.scenario import CastingError, Scenario
-from app.demo.stack import REPO, Stack, StackConfig, quiet_fleet_config
+from app.demo.stack import Stack, StackConfig, quiet_fleet_config
 from app.demo.timeline import Event, Recorder, Scene
 from app.sim.fleet import FleetSim, SimConfig
 
-DEFAULT_OUT = REPO / "out" / "demo"
 HEALTHY_DELAY_S = 5
 BUDGET_NODES = 6
 SOFT_PERSIST_S = 6  # a soft signal becomes visible on its node after this long (shipped: 15m)
@@ -100,23 +99,6 @@ def demo_fleet(config: StackConfig) -> tuple[FleetSim, prediction.Forecast]:
     sim = FleetSim(nodes=config.nodes, seed=config.seed, config=config.fleet, start=start)
     precursor = prediction.plant_precursor(sim, history_end=start + config.history_s)
     return sim, prediction.Forecast(precursor=precursor, history_s=config.history_s)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sickbay demo", description="Run the whole pipeline on loopback against scripted GPU faults."
-    )
-    parser.add_argument(
-        "--nodes", type=int, default=32, help="simulated GPU nodes, 8 GPUs each (default 32, at least 11)"
-    )
-    parser.add_argument("--seed", type=int, default=7, help="seed of the simulated fleet and its workloads")
-    parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help=f"report and working files (default {DEFAULT_OUT})"
-    )
-    parser.add_argument(
-        "--keep", action="store_true", help="keep the cluster running after the scenario, until Ctrl-C"
-    )
-    return parser
 
 
 # -- display -----------------------------------------------------------------------------------------
@@ -303,9 +285,8 @@ async def _main(args: argparse.Namespace, console: Console) -> int:
     return await run_demo(nodes=args.nodes, seed=args.seed, out=args.out, keep=args.keep, console=console)
 
 
-def main_demo(argv: Sequence[str] | None = None) -> int:
-    """Entry point for `sickbay demo` and `python -m app.demo`; returns the exit status."""
-    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+def run(args: argparse.Namespace) -> int:
+    """`sickbay demo` and `python -m app.demo` (`app.demo.commands` declares the flags); the exit status."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     console = Console() if sys.stdout.isatty() else Console(width=180)
     try:

@@ -2,9 +2,10 @@
 
 In layers (`.importlinter`, `predict-layers`; top imports bottom):
 
-- commands and report: `cli` (`sickbay train|evaluate|score|backtest|models`), `backtest_cli`,
-  `backtest_table`, `train_gate` (training behind the promotion gate), `truth_file` (`--truth`),
-  `cli_common` (the installed models directory), `report` + `report_svg` (the HTML page);
+- commands and report: `commands` (the arguments of `sickbay train|evaluate|score|backtest|models` and
+  the installed models directory; light, no pandas or scikit-learn), `cli` (what each command runs),
+  `backtest_cli`, `backtest_table`, `train_gate` (training behind the promotion gate), `truth_file`
+  (`--truth`), `cli_common` (loading a model, times), `report` + `report_svg` (the HTML page);
 - backtest: `replay_range` (Prometheus in batches of hosts, warm-up) → `replay` (pure: scores every step as
   the service would, the rules baseline beside the model) → `backtest` (pure: judges alarms against truth),
   `proactive_replay` (the ladder and its budget over the alarms), `costs` (GPU-hours), `backtest_summary`,

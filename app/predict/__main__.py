@@ -1,7 +1,7 @@
-"""`python -m app.predict train|evaluate|score|backtest ...`."""
+"""`python -m app.predict train|evaluate|score|backtest|models ...`: `sickbay`, through the same tree."""
 
 import sys
 
-from app.predict.cli import main
+from app import cli
 
-sys.exit(main())
+sys.exit(cli.main(sys.argv[1:]))

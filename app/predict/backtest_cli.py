@@ -1,8 +1,8 @@
 """`sickbay backtest`: replay a Prometheus range as the scoring service would have, judge it, price it.
 
-Arguments are checked before anything is read (exit 2 names the problem: a bad duration or time, warn not
-below act, an unreadable `--truth`, policy or baseline file); no model is exit 3, Prometheus unreachable
-exit 4, no GPU series in the range exit 1. The model and the rules baseline replay in one pass; the
+`commands` declares the arguments; they are checked here before anything is read (exit 2 names the
+problem: a bad duration or time, warn not below act, an unreadable `--truth`, policy or baseline file);
+no model is exit 3, Prometheus unreachable exit 4, no GPU series in the range exit 1. The model and the rules baseline replay in one pass; the
 table (`backtest_table`), the JSON and the HTML report show both. Warm-up is automatic (`--warmup`).
 """
 
@@ -16,7 +16,6 @@ from pathlib import Path
 
 from app.config import rules
 from app.config.errors import ConfigError
-from app.config.settings import RULES_DIR
 from app.predict import (
     backtest,
     backtest_table,
@@ -36,75 +35,6 @@ from app.predict import (
 from app.predict import cli_common as common
 from app.predict.backtest_json import iso
 from app.predict.features import series
-from app.predict.truth_file import TRUTH_HELP
-
-
-def add_backtest_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--prometheus-url", required=True, metavar="URL", help="Prometheus (or its HTTP API)")
-    parser.add_argument(
-        "--start", required=True, help="ISO-8601 start of the replayed range (UTC if no zone)"
-    )
-    parser.add_argument("--end", required=True, help="ISO-8601 end of the replayed range")
-    parser.add_argument("--step", default="30m", help="scoring interval replayed (default 30m)")
-    parser.add_argument("--lookback", default="7d", help="history read before --start (default 7d)")
-    parser.add_argument(
-        "--resolution", help="sample step read from Prometheus (default: the model card's, else 5m)"
-    )
-    common.add_models_argument(parser)
-    parser.add_argument("--version", help="a version in the models directory (default: the current one)")
-    parser.add_argument(
-        "--warmup",
-        default="auto",
-        help="history the features need before a step is scored: 'auto' (the features' longest window, "
-        f"{series.W7D / 86400:g}d), a duration, or 0. Scoring starts at the first sample + warm-up when "
-        "that is after --start, and the output says so",
-    )
-    parser.add_argument("--truth", type=Path, help=TRUTH_HELP)
-    parser.add_argument(
-        "--xid-catalog",
-        type=Path,
-        default=RULES_DIR / "xid-catalog.yaml",
-        help="XID classes for failures read off the XID gauge (default rules/xid-catalog.yaml)",
-    )
-    parser.add_argument(
-        "--policy",
-        type=Path,
-        default=RULES_DIR / "policy.yaml",
-        help="thresholds, hysteresis and proactive budget as the service uses them (default rules/policy.yaml)",
-    )
-    parser.add_argument("--warn", type=float, help="warn threshold (default: the policy's, else the card's)")
-    parser.add_argument("--act", type=float, help="act threshold (default: the policy's, else the card's)")
-    parser.add_argument("--format", choices=("table", "json"), default="table", help="stdout format")
-    parser.add_argument("--html", type=Path, metavar="PATH", help="also write an HTML report here")
-    parser.add_argument(
-        "--flags-out",
-        type=Path,
-        metavar="FILE",
-        help="write every flagged scoring step (warn or act) as JSON lines: node, gpu, uuid, time, risk, level",
-    )
-    parser.add_argument(
-        "--baseline",
-        type=Path,
-        default=baseline.DEFAULT_FILE,
-        help="rules baseline replayed beside the model (default rules/prediction-baseline.yaml)",
-    )
-    parser.add_argument("--no-baseline", action="store_true", help="replay the model alone")
-    cost = parser.add_argument_group("costs (see app/predict/costs.py)")
-    defaults = costs.CostModel()
-    cost.add_argument("--job-gpus", type=int, default=defaults.job_gpus, help="GPUs a failure stops (8)")
-    cost.add_argument("--checkpoint-interval", default="1h", help="workload checkpoint interval (1h)")
-    cost.add_argument("--detect-time", default="15m", help="time to notice a failure (15m)")
-    cost.add_argument("--restart-time", default="15m", help="time to restart from a checkpoint (15m)")
-    cost.add_argument("--min-lead", default="1h", help="warning needed for a planned restart (1h)")
-    cost.add_argument(
-        "--no-budget", action="store_true", help="act on every alarm (ignore the policy's proactive budget)"
-    )
-    parser.add_argument(
-        "--node-batch", type=int, default=backtest.DEFAULT_NODE_BATCH, help="hosts per read (25)"
-    )
-    parser.add_argument("--timeout", default="60s", help="per-query timeout (60s)")
-    parser.add_argument("--retries", type=int, default=3, help="retries per query (3)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +70,7 @@ class _Inputs:
     step_s: float
     lookback_s: float
     timeout_s: float
+    node_batch: int
     costs: costs.CostModel
     ladder: _Ladder
     truth: dataset.Truth | None
@@ -158,7 +89,7 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
         raise common.Usage("--end must be after --start")
     ladder = _ladder(args.policy)
     cost_model = costs.CostModel(
-        job_gpus=args.job_gpus,
+        job_gpus=costs.CostModel().job_gpus if args.job_gpus is None else args.job_gpus,
         checkpoint_interval_h=common.seconds(args.checkpoint_interval, name="--checkpoint-interval") / 3600.0,
         detect_h=common.seconds(args.detect_time, name="--detect-time") / 3600.0,
         restart_h=common.seconds(args.restart_time, name="--restart-time") / 3600.0,
@@ -179,6 +110,7 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
         step_s=common.seconds(args.step, name="--step"),
         lookback_s=common.seconds(args.lookback, name="--lookback"),
         timeout_s=common.seconds(args.timeout, name="--timeout"),
+        node_batch=backtest.DEFAULT_NODE_BATCH if args.node_batch is None else args.node_batch,
         costs=cost_model,
         ladder=ladder,
         truth=truth,
@@ -188,7 +120,7 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
         warmup_s=warmup,
         warn=warn,
         act=act,
-        rules=None if args.no_baseline else baseline.load(args.baseline),
+        rules=None if args.no_baseline else baseline.load(args.baseline or baseline.DEFAULT_FILE),
     )
 
 
@@ -303,7 +235,7 @@ def _backtest(
             hosts = backtest.find_hosts(
                 reader, start=inputs.start, end=inputs.end, lookback_s=inputs.lookback_s
             )
-        total = backtest.batch_count(len(hosts), args.node_batch)
+        total = backtest.batch_count(len(hosts), inputs.node_batch)
         with steps.step(f"read and replay {len(hosts)} hosts", total=total) as advance:
             ranged = backtest.replay_range(
                 reader,
@@ -317,7 +249,7 @@ def _backtest(
                 hold=ladder.hold,
                 rules=inputs.rules,
                 warmup_s=inputs.warmup_s,
-                node_batch=args.node_batch,
+                node_batch=inputs.node_batch,
                 xid_classes=inputs.xid_classes,
                 hosts=hosts,
                 progress=lambda done, total: advance(),

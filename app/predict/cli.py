@@ -1,11 +1,12 @@
-"""Command lines for the predictor: `train`, `evaluate`, `score`, `backtest` (what `sickbay <cmd>` runs).
+"""What `sickbay train|evaluate|score|backtest|models` run (`commands` declares their arguments).
 
-Each command is a pair: `add_<cmd>_arguments(parser)` and `run_<cmd>(args) -> exit code`, so `app.cli`
-can mount them as subcommands; `python -m app.predict <cmd> ...` works on its own. Output: JSON on stdout
-(`--json`, or `--format json` for backtest) or a rich table; progress and logs on stderr.
+Each `run_<command>(args)` sends logs to stderr and runs the command: `train_gate` trains behind the
+promotion gate, `backtest_cli` replays a range, evaluate, score and models are here. Output: JSON on
+stdout (`--json`, or `--format json` for backtest) or a rich table; progress and logs on stderr.
 
 Exit codes: 0 done, 1 nothing to work on (no GPU series in the range), 2 bad arguments or unreadable
-inputs, 3 no usable model, 4 Prometheus unreachable.
+inputs, 3 no usable model, 4 Prometheus unreachable, 5 too little data to retrain, 6 trained but kept
+from becoming current by the promotion gate.
 """
 
 from __future__ import annotations
@@ -14,16 +15,15 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from app.predict import cli_common as common
 from app.predict import (
+    backtest_cli,
+    commands,
     coverage,
     dataset,
     features,
@@ -35,41 +35,24 @@ from app.predict import (
     train,
     train_gate,
 )
-from app.predict.backtest_cli import add_backtest_arguments, run_backtest
-
-__all__ = [
-    "add_backtest_arguments",
-    "add_evaluate_arguments",
-    "add_models_arguments",
-    "add_score_arguments",
-    "add_train_arguments",
-    "main",
-    "run_backtest",
-    "run_evaluate",
-    "run_models",
-    "run_score",
-    "run_train",
-]
-
-add_train_arguments = train_gate.add_arguments
-run_train = train_gate.run
+from app.predict import cli_common as common
 
 
-# -- evaluate -------------------------------------------------------------------------------------------
+def run_train(args: argparse.Namespace) -> int:
+    """`sickbay train`: a model from datasets, made current only if it beats the rules baseline."""
+    _log_to_stderr()
+    return train_gate.run(args)
 
 
-def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", type=Path, action="append", required=True, help="dataset directory")
-    common.add_models_argument(parser)
-    parser.add_argument("--version", help="a version in the models directory (default: the current one)")
-    parser.add_argument(
-        "--warmup-hours", type=float, default=24.0, help="data skipped at the start (default 24)"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+def run_backtest(args: argparse.Namespace) -> int:
+    """`sickbay backtest`: a Prometheus range replayed as the scoring service would have, judged, priced."""
+    _log_to_stderr()
+    return backtest_cli.run_backtest(args)
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    """Metrics of a model over whole datasets (every GPU counts as unseen)."""
+    """`sickbay evaluate`: metrics of a model over whole datasets (every GPU counts as unseen)."""
+    _log_to_stderr()
     model = common.load_model(args.models, args.version, command="sickbay evaluate")
     if model is None:
         return 3
@@ -86,23 +69,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- score ----------------------------------------------------------------------------------------------
-
-
-def add_score_arguments(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--dataset", type=Path, help="score a dataset directory at --at (default: its end)")
-    source.add_argument("--prometheus", metavar="URL", help="score the fleet now from Prometheus")
-    common.add_models_argument(parser)
-    parser.add_argument("--version", help="a version in the models directory (default: the current one)")
-    parser.add_argument("--at", help="ISO-8601 time to score a dataset at (default: its last sample)")
-    parser.add_argument("--top", type=int, default=20, help="rows to show (default 20)")
-    parser.add_argument("--gpus", action="store_true", help="show GPUs, not nodes")
-    parser.add_argument("--json", action="store_true", help="JSON instead of a table")
-    parser.add_argument("--lookback-hours", type=float, default=168.0, help="history read (default 168)")
-
-
 def run_score(args: argparse.Namespace) -> int:
+    """`sickbay score`: the top-risk nodes or GPUs now (Prometheus) or at a dataset's time."""
+    _log_to_stderr()
     model = common.load_model(args.models, args.version, command="sickbay score")
     if model is None:
         return 3
@@ -161,19 +130,10 @@ def _risk(risk: Any) -> dict[str, Any]:
     }
 
 
-# -- models ---------------------------------------------------------------------------------------------
-
-
-def add_models_arguments(parser: argparse.ArgumentParser) -> None:
-    common.add_models_argument(parser)
-    parser.add_argument(
-        "--rollback", action="store_true", help="make the previous model current again (atomic)"
-    )
-
-
 def run_models(args: argparse.Namespace) -> int:
-    """The versions in a models directory (current and previous marked), or a rollback."""
-    args.models = common.models_dir(args.models)
+    """`sickbay models`: the versions in a models directory (current and previous marked), or a rollback."""
+    _log_to_stderr()
+    args.models = commands.models_dir(args.models)
     try:
         if args.rollback:
             version = registry.rollback(args.models)
@@ -211,23 +171,5 @@ def _figure(value: Any) -> str:
     return "-" if value is None else f"{float(value):.3f}"
 
 
-# -- python -m app.predict ------------------------------------------------------------------------------
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sickbay", description="GPU failure prediction")
-    sub = parser.add_subparsers(required=True, metavar="COMMAND")
-    for name, add, run, help_ in (
-        ("train", add_train_arguments, run_train, "train a model on datasets and install it"),
-        ("evaluate", add_evaluate_arguments, run_evaluate, "measure a model on datasets"),
-        ("score", add_score_arguments, run_score, "score a fleet (dataset or Prometheus)"),
-        ("backtest", add_backtest_arguments, run_backtest, "replay a Prometheus range and judge the alarms"),
-        ("models", add_models_arguments, run_models, "list the installed models, or roll back"),
-    ):
-        command = sub.add_parser(name, help=help_)
-        add(command)
-        command.set_defaults(run=run)
-    args = parser.parse_args(argv)
+def _log_to_stderr() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    code: int = args.run(args)
-    return code

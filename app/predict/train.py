@@ -1,8 +1,9 @@
 """Training a risk model: dataset → features → labels → split → gradient boosting → calibration → card.
 
-`python -m app.predict.train --dataset DIR --out models/` trains on one or more dataset directories (the
-layout `sickbay simulate` writes), evaluates on the held-out future of held-out nodes (and on any
-`--eval-dataset`), and installs the model as the current one in `--out`. `--from-prometheus URL` instead
+`sickbay train --dataset DIR --out models/` trains on one or more dataset directories (the layout
+`sickbay simulate` writes), evaluates on the held-out future of held-out nodes (and on any
+`--eval-dataset`), and installs the model as the current one in `--out` if it beats the rules baseline
+(`train_gate`; `--force`: whether or not). `--from-prometheus URL` instead
 runs the service's retraining once (`retrain.retrain`): a challenger from the last `--days` of history,
 installed only if it beats the current model on the same holdout. Steps:
 
@@ -22,13 +23,12 @@ installed only if it beats the current model on the same holdout. Steps:
 
 It reads files and the clock (for `created_at`); the model itself depends on the data and `seed` only.
 Modules: `train_config` (TrainConfig), `prepare` (steps 1 to 3, and `field_dropout`: exporter field groups
-dropped per node at random), `thresholds` (step 6), `steps` (progress), `train_cli` (the command line);
+dropped per node at random), `thresholds` (step 6), `steps` (progress), `train_cli` (the command's run);
 this one fits, calibrates and writes the card, and re-exports the others' names.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from collections.abc import Sequence
@@ -58,7 +58,6 @@ __all__ = [
     "ThresholdChoice",
     "TrainConfig",
     "TrainResult",
-    "add_arguments",
     "calibrate",
     "choose_threshold",
     "drop_fields",
@@ -66,10 +65,8 @@ __all__ = [
     "featurise",
     "fit",
     "fit_estimator",
-    "main",
     "prepare",
     "prepare_sources",
-    "run",
 ]
 
 log = logging.getLogger(__name__)
@@ -255,31 +252,3 @@ def evaluate_on(
     prepared = prepare(directories, config, steps=steps, whole=True)
     data = prepared.part_of(split.Part.HOLDOUT)
     return evaluate.evaluate(model.decision_scores(data), data, threshold=model.card.act)
-
-
-# -- the command line, which lives in `train_cli` (it imports this module, so it is imported late) --------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from app.predict import train_cli  # noqa: PLC0415 - train_cli imports this module
-
-    train_cli.add_arguments(parser)
-
-
-def run(args: argparse.Namespace, *, now: datetime | None = None) -> int:
-    from app.predict import train_cli  # noqa: PLC0415
-
-    return train_cli.run(args, now=now)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m app.predict.train`."""
-    from app.predict import train_cli  # noqa: PLC0415
-
-    return train_cli.main(argv)
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())

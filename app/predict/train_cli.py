@@ -1,13 +1,11 @@
-"""`sickbay train` / `python -m app.predict.train`: arguments, a training run from datasets, and the service's
-retraining run once from Prometheus (`--from-prometheus`)."""
+"""`sickbay train`'s training (`train_gate` puts the promotion gate around it): a run from datasets, and the
+service's retraining run once from Prometheus (`--from-prometheus`). `commands` declares the arguments."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,65 +17,6 @@ from app.predict.train import Steps, TrainConfig, evaluate_on, fit, prepare
 
 if TYPE_CHECKING:
     from app.predict import baseline
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--dataset", type=Path, action="append", help="dataset directory (repeatable)")
-    source.add_argument(
-        "--from-prometheus",
-        metavar="URL",
-        help="retrain on Prometheus history: a challenger replaces the current model only if it is better "
-        "on the same holdout (prints the outcome; exit 4: Prometheus unreachable, 5: too little data)",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="models directory; with --dataset (required) the new model becomes current; "
-        "with --from-prometheus (default models/) only a better one does",
-    )
-    parser.add_argument(
-        "--eval-dataset", type=Path, action="append", default=[], help="also evaluate on (repeatable)"
-    )
-    parser.add_argument("--horizon-hours", type=float, default=24.0, help="label horizon (default 24)")
-    parser.add_argument(
-        "--warmup-hours",
-        type=float,
-        default=24.0,
-        help="data skipped at the start: windows fill (default 24)",
-    )
-    parser.add_argument(
-        "--holdout-nodes", type=float, default=0.3, help="share of nodes held out (default 0.3)"
-    )
-    parser.add_argument("--every-minutes", type=float, default=30.0, help="training grid (default 30)")
-    parser.add_argument("--target-precision", type=float, default=0.9)
-    parser.add_argument("--warn-precision", type=float, default=0.5)
-    parser.add_argument("--calibration", choices=("isotonic", "sigmoid"), default="sigmoid")
-    parser.add_argument("--max-iter", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--field-dropout",
-        type=float,
-        default=0.0,
-        help="chance that a training node loses each exporter field group (default 0)",
-    )
-    parser.add_argument("--threads", type=int, default=None, help="OpenMP threads for fitting (default: all)")
-    parser.add_argument("--provenance", action="append", default=[], help="how the data was made (recorded)")
-    parser.add_argument("--no-activate", action="store_true", help="save the model without making it current")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    prom = parser.add_argument_group("retraining (--from-prometheus)")
-    prom.add_argument("--days", type=float, default=28.0, help="history to train on, up to now (default 28)")
-    prom.add_argument("--step-seconds", type=float, default=300.0, help="query resolution (default 300)")
-    prom.add_argument(
-        "--journal", type=Path, help="the service's SQLite journal: its hardware faults are labels too"
-    )
-    prom.add_argument("--xid-catalog", type=Path, help="XID catalog (default: rules/xid-catalog.yaml)")
-    prom.add_argument(
-        "--min-failures",
-        type=int,
-        default=5,
-        help="hardware failures the window needs (default 5)",
-    )
 
 
 def config_from(args: argparse.Namespace) -> TrainConfig:
@@ -192,15 +131,3 @@ def run_from_prometheus(
 
 def _card_fields(card: registry.ModelCard) -> dict[str, Any]:
     return {name: getattr(card, name) for name in card.__dataclass_fields__}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.predict.train", description="train a GPU risk model")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

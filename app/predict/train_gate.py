@@ -1,6 +1,7 @@
 """`sickbay train` with the promotion gate: a new model becomes current only if it beats the rules baseline.
 
-`train_cli.add_arguments` / `train_cli.run` do the training; this wraps them:
+`train_cli.run` does the training (`commands` declares the arguments, `--baseline` and `--force` among
+them); this wraps it:
 
 - `--dataset`: the model is trained and saved, then scored with the baseline
   (`rules/prediction-baseline.yaml`, `--baseline`) on the same holdout rows (`promotion.against_baseline`,
@@ -22,39 +23,14 @@ from datetime import datetime
 from pathlib import Path
 
 from app.config.errors import ConfigError
-from app.predict import (
-    baseline,
-    evaluate,
-    promotion,
-    registry,
-    split,
-    train,
-    train_cli,
-)
-from app.predict import cli_common as common
+from app.predict import baseline, commands, evaluate, promotion, registry, split, train, train_cli
 
 REFUSED = 6  # exit code: trained and saved, but the gate kept it from becoming current
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    train_cli.add_arguments(parser)
-    gate = parser.add_argument_group("promotion gate")
-    gate.add_argument(
-        "--baseline",
-        type=Path,
-        default=baseline.DEFAULT_FILE,
-        help="the rules baseline a model must beat (default rules/prediction-baseline.yaml)",
-    )
-    gate.add_argument(
-        "--force",
-        action="store_true",
-        help="make the model current even if it does not beat the baseline (recorded as forced)",
-    )
-
-
 def run(args: argparse.Namespace, *, now: datetime | None = None) -> int:
     try:
-        rules_baseline = baseline.load(args.baseline)
+        rules_baseline = baseline.load(args.baseline or baseline.DEFAULT_FILE)
     except ConfigError as exc:
         print(f"sickbay train: {exc}", file=sys.stderr)
         return 2
@@ -64,7 +40,7 @@ def run(args: argparse.Namespace, *, now: datetime | None = None) -> int:
             now=now,
             rules_baseline=rules_baseline,
             force=args.force,
-            models_dir=common.installed_models_dir(),
+            models_dir=commands.installed_models_dir(),
         )
     if args.out is None or args.no_activate or args.force:
         return train_cli.run(args, now=now)

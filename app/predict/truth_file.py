@@ -1,4 +1,5 @@
-"""`--truth`: ground truth for a backtest, its documented format, and an error that names what is wrong.
+"""`--truth`: ground truth for a backtest, its documented format (`commands.TRUTH_HELP` says it in a line),
+and an error that names what is wrong.
 
 A dataset directory (its `truth.json`) or a JSON file shaped like the simulator's `truth.json`:
 
@@ -24,12 +25,6 @@ from typing import Any
 from app.predict import dataset
 from app.predict.cli_common import Usage
 
-TRUTH_HELP = (
-    'ground truth: a dataset directory or a truth.json — {"failures": [{"id", "node", "gpu", '
-    '"failure_time_ts" (Unix s), "fault_class" (reset-gpu|reboot-node|replace|...), optional '
-    '"uuid", "precursor_start_ts", "mode"}], optional "ops" (repairs), "traps", "pending"} '
-    "(see README, 'Backtest'); default: failures read off the XID gauge"
-)
 REQUIRED = ("id", "node", "gpu", "failure_time_ts")
 
 

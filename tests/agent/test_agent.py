@@ -11,8 +11,9 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app import cli
 from app.agent.agent import Agent
-from app.agent.main import EXIT_NO_NVML, EXIT_OK, main_agent, run_agent
+from app.agent.main import EXIT_NO_NVML, EXIT_OK, run_agent
 from app.agent.settings import AgentSettings
 from tests.agent.conftest import TOKEN, FakeKubelet, Receiver, eventually
 from tests.agent.fake_pynvml import FakeNvml
@@ -191,8 +192,8 @@ async def test_events_left_from_a_previous_run_are_sent_on_start(
     assert receiver.accepted[0]["xid"] == 48
 
 
-def test_main_agent_without_a_service_url_says_so_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main_agent(["--node-name", "n"])
+def test_sickbay_agent_without_a_service_url_says_so_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["agent", "--node-name", "n"])
 
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2

@@ -138,9 +138,9 @@ CASES = [
     ),
     _case(
         "sim-to-demo",
-        "app/sim/cli.py",
+        "app/sim/commands.py",
         "from app.demo import stack",
-        "app.sim.cli -> app.demo.stack",
+        "app.sim.commands -> app.demo.stack",
         "layers",
         "no-demo-in-production",
     ),

@@ -35,8 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.predict import cli as predict_cli
-from app.predict import dataset
+from app.predict import backtest_cli, commands, dataset
 from app.sim.fleet import personality
 from tests import prom
 
@@ -182,10 +181,10 @@ def backtest(url: str, data: Path, *, warmup_days: float, step: str, html: Path 
     if html is not None:
         argv += ["--html", str(html)]
     parser = argparse.ArgumentParser(prog="sickbay backtest")
-    predict_cli.add_backtest_arguments(parser)
+    commands.add_backtest_arguments(parser)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = predict_cli.run_backtest(parser.parse_args(argv))
+        code = backtest_cli.run_backtest(parser.parse_args(argv))
     if code != 0:
         raise RuntimeError(f"sickbay backtest exited {code}")
     body: dict[str, Any] = json.loads(out.getvalue())

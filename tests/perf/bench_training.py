@@ -1,7 +1,7 @@
 """Training time and peak memory: fit + calibrate on 1M and 4M feature rows, next to 250k in the same run.
 
 Realistic rows: a simulated fleet (60 nodes x 4 days at 5 min, failures at 40x the published rate) is
-featurised and labelled once, as `python -m app.predict.train` does it (`train.prepare`: features on the
+featurised and labelled once, as `sickbay train` does it (`train.prepare`: features on the
 30-min training grid, labels within 24 h, only usable rows), then resampled with replacement to each row
 count with 2% multiplicative jitter on every finite value (so rows are not exact copies and histogram bins
 fill as real data would). Each size runs in its own process, so its peak RSS is its own:

@@ -27,6 +27,7 @@ from app.config.settings import RULES_DIR
 from app.predict import (
     backtest,
     backtest_cli,
+    commands,
     costs,
     dataset,
     features,
@@ -36,7 +37,6 @@ from app.predict import (
     report,
     score,
 )
-from app.predict import cli as predict_cli
 from tests.predict.conftest import SHIPPED_MODELS, ModelFactory, with_card
 from tests.predict.fakeprom import DownClient, FrameClient
 
@@ -392,7 +392,7 @@ def test_host_matchers_escape_regex_and_string_characters() -> None:
 
 def args_for(url: str, *extra: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    predict_cli.add_backtest_arguments(parser)
+    commands.add_backtest_arguments(parser)
     return parser.parse_args(["--prometheus-url", url, "--models", str(SHIPPED_MODELS), "--quiet", *extra])
 
 
@@ -419,7 +419,7 @@ def test_prometheus_down_is_exit_code_4_with_a_message(
     assert code == 4
     assert "cannot read http://127.0.0.1:" in err
     assert "Traceback" not in err
-    code = predict_cli.run_backtest(
+    code = backtest_cli.run_backtest(
         args_for("http://x", "--start", "2025-03-04", "--end", "2025-03-05"), client=DownClient()
     )
     assert code == 4
@@ -433,7 +433,7 @@ def test_bad_arguments_are_exit_code_2(capsys: pytest.CaptureFixture[str]) -> No
         ("--start", "2025-03-04", "--end", "2025-03-05", "--step", "7m"),
         ("--start", "2025-03-04", "--end", "2025-03-05", "--truth", "/nonexistent/truth.json"),
     ):
-        assert predict_cli.run_backtest(args_for("http://x", *extra), client=DownClient()) == 2
+        assert backtest_cli.run_backtest(args_for("http://x", *extra), client=DownClient()) == 2
     assert "Traceback" not in capsys.readouterr().err
 
 
@@ -444,7 +444,7 @@ def test_the_command_line_prints_json_and_writes_html(
     end = datetime.fromtimestamp(run.end, UTC).isoformat()
     html = tmp_path / "backtest.html"
     common = ("--start", start, "--end", end, "--lookback", "1d", "--node-batch", "3")
-    code = predict_cli.run_backtest(
+    code = backtest_cli.run_backtest(
         args_for(
             "http://fake", *common, "--truth", str(heldout_dataset), "--format", "json", "--html", str(html)
         ),
@@ -460,7 +460,7 @@ def test_the_command_line_prints_json_and_writes_html(
     assert body["summary"]["alarms"] == run.result.summary["alarms"]
     assert html.exists()
     assert "<svg" in html.read_text(encoding="utf-8")
-    code = predict_cli.run_backtest(args_for("http://fake", *common), client=run.client)
+    code = backtest_cli.run_backtest(args_for("http://fake", *common), client=run.client)
     assert code == 0
     out = capsys.readouterr().out
     assert "when each GPU would have been flagged" in out

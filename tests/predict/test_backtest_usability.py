@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app.predict import backtest_cli, cli_common, coverage, features, registry
+from app.predict import backtest_cli, commands, coverage, features, registry
 from tests.predict.conftest import ModelFactory, with_card
 from tests.predict.fakeprom import DownClient, FrameClient
 
@@ -46,7 +46,7 @@ def installed(make_model: ModelFactory, directory: Path) -> registry.RiskModel:
 
 def args(*extra: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="sickbay backtest")
-    backtest_cli.add_backtest_arguments(parser)
+    commands.add_backtest_arguments(parser)
     return parser.parse_args(
         [
             "--prometheus-url",
@@ -70,19 +70,19 @@ def args(*extra: str) -> argparse.Namespace:
 def test_models_default_to_the_installed_directory_serve_uses(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.delenv(cli_common.MODELS_ENV, raising=False)
+    monkeypatch.delenv(commands.MODELS_ENV, raising=False)
     monkeypatch.delenv("SICKBAY_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)  # not models/ relative to the current directory
     shipped = Path(__file__).resolve().parents[2] / "models"
-    assert cli_common.installed_models_dir() == shipped
+    assert commands.installed_models_dir() == shipped
     assert args().models is None
-    assert cli_common.models_dir(None) == shipped
+    assert commands.models_dir(None) == shipped
     config = tmp_path / "sickbay.yaml"
     config.write_text("prediction:\n  models_dir: /srv/models\n", encoding="utf-8")
     monkeypatch.setenv("SICKBAY_CONFIG", str(config))
-    assert cli_common.installed_models_dir() == Path("/srv/models")
-    monkeypatch.setenv(cli_common.MODELS_ENV, str(tmp_path / "env-models"))
-    assert cli_common.installed_models_dir() == tmp_path / "env-models"
+    assert commands.installed_models_dir() == Path("/srv/models")
+    monkeypatch.setenv(commands.MODELS_ENV, str(tmp_path / "env-models"))
+    assert commands.installed_models_dir() == tmp_path / "env-models"
 
 
 def test_flags_out_writes_every_flagged_step_and_the_missing_fields_are_named(
@@ -92,7 +92,7 @@ def test_flags_out_writes_every_flagged_step_and_the_missing_fields_are_named(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     model = installed(make_model, tmp_path / "models")
-    monkeypatch.setenv(cli_common.MODELS_ENV, str(tmp_path / "models"))
+    monkeypatch.setenv(commands.MODELS_ENV, str(tmp_path / "models"))
     flags = tmp_path / "flags.jsonl"
     # warn 0 flags every step: each one must come out as a line.
     code = backtest_cli.run_backtest(

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app import retraining
+from app import cli, retraining
 from app.config import rules
 from app.config.settings import RULES_DIR, PredictionSettings, load_settings
 from app.predict import dataset, history, prometheus, registry, retrain, split, train
@@ -416,7 +416,7 @@ def test_train_from_prometheus_exits_4_when_prometheus_is_unreachable(
     models = shipped_copy(tmp_path / "models")
     before = snapshot(models)
     url = closed_port_url()
-    code = train.main(["--from-prometheus", url, "--out", str(models), "--days", "1", "--quiet"])
+    code = cli.main(["train", "--from-prometheus", url, "--out", str(models), "--days", "1", "--quiet"])
     assert code == 4
     outcome = json.loads(capsys.readouterr().out)
     assert outcome["status"] == "prometheus-unavailable"
@@ -427,7 +427,9 @@ def test_train_takes_a_dataset_or_prometheus_not_both(
     train_dataset: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exited:
-        train.main(["--dataset", str(train_dataset), "--from-prometheus", "http://prom:9090", "--out", "m"])
+        cli.main(
+            ["train", "--dataset", str(train_dataset), "--from-prometheus", "http://prom:9090", "--out", "m"]
+        )
     assert exited.value.code == 2
     assert "not allowed with" in capsys.readouterr().err
 

@@ -13,8 +13,9 @@ import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
+from app import cli
 from app.predict import dataset, features, prometheus
-from app.sim.fleet import backfill, cli
+from app.sim.fleet import backfill
 from app.sim.fleet.datasets import write_dataset
 from tests.prom import backfilled_prometheus, instant_query
 from tests.sim.helpers import quiet_sim
@@ -227,7 +228,7 @@ def test_csv_dataset_with_another_host_spelling_and_a_replaced_board_through_the
     pd.DataFrame(rows).to_csv(directory / "timeseries.csv", index=False)
     tsdb = tmp_path / "tsdb"
     args = ["--dataset", str(directory), "--tsdb", str(tsdb), "--keep-om", "--host-label", "hostname"]
-    code = cli.main(["backfill", *args, "--promtool", str(promtool)])
+    code = cli.main(["simulate", "backfill", *args, "--promtool", str(promtool)])
     assert code == 0
     (kept,) = (directory / "backfill-om").glob("*.om")
     assert kept.read_text().endswith("# EOF\n")

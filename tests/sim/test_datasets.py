@@ -12,7 +12,8 @@ import pytest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from app.sim.fleet import cli, metrics
+from app import cli
+from app.sim.fleet import metrics
 from app.sim.fleet.datasets import COLUMNS, parquet_available, write_dataset
 from tests.sim.helpers import quiet_sim
 

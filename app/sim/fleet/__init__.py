@@ -9,7 +9,7 @@ For demos and tests only; production code never imports it. Public surface:
 - `exposition.render_node` / `render_kube_state`: dcgm-exporter's and kube-state-metrics' text.
 - `server.FleetServer` / `server.build_app`: all exporters plus a control API from one aiohttp process.
 - `datasets.write_dataset`: time series (CSV/Parquet), ground truth, OpenMetrics for promtool backfill.
-- `cli.main`: `python -m app.sim.fleet simulate|serve`.
+- `cli`: what `sickbay simulate [serve|backfill]` runs (`app.sim.commands` declares the arguments).
 """
 
 from app.sim.fleet.fleet import DEFAULT_START, FleetSim, NodeGpuCapacity

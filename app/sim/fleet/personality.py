@@ -41,6 +41,7 @@ from app.sim.fleet.params import (
     TrapParams,
     WorkloadParams,
 )
+from app.sim.personality_names import NAMES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,17 +193,6 @@ def _weak_precursors() -> Personality:
 
 def _stress(seed: int) -> Personality:
     return replace(draw(seed), name="stress-10x", noise=10.0)
-
-
-NAMES: tuple[str, ...] = (
-    "classic",
-    "default-counters",
-    "noisy-links",
-    "hot-racks",
-    "weak-precursors",
-    "stress-10x",
-    "random",
-)
 
 
 def named(name: str, *, seed: int = 0) -> Personality:
