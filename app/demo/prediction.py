@@ -9,12 +9,16 @@ same state, scraped every second. The scoring job's range reads (every 300 s, th
 Prometheus' 5 min look-back) find the backfilled series (lean labels) up to the hand-over and the live
 ones (the exporter's labels) after it; its reader joins them by host, GPU and UUID.
 
-In that past one GPU's HBM starts degrading (`plant_precursor`): single-bit ECC errors accelerating,
-hours before a double-bit error. ASSUMPTIONS, stated in the report: the simulator's own HBM precursor
-shape (not the demo's half-minute compression), an instance of median strength, and no row remapped yet —
-a remapped row sets ROW_REMAP_PENDING, and the rule bundle's `GpuRowRemapPending` would quarantine the GPU
-from the alert path before any model saw it. That is the case prediction is for: errors that the rules
-rightly do not page on (the correctable rate alone is a poor predictor), in a pattern the model learned.
+In that past one GPU starts a thermal runaway (`plant_precursor`): its memory and core temperature creep up
+against its own baseline and its node's other GPUs, hours before it falls off the bus (XID 79). ASSUMPTIONS,
+stated in the report: the simulator's own thermal precursor at its full strength (`ThermalRunaway`), and the
+live demo beginning before throttling sets in (progress under `thermal_sw_throttle_at`) — so no rule pages
+on it (`GpuThermalThrottling` needs a throttle reason held for 10 minutes) and the GPU looks hot, not
+broken. That is the case prediction is for. Why not an HBM precursor, as the first version of this scene
+had: single-bit errors alone are a poor predictor (the ATC'24 HBM study in TELEMETRY.md: the total
+correctable rate does not predict uncorrectable errors), the protocol's model rightly scores them at `warn`
+at most, and once a row is remapped ROW_REMAP_PENDING makes the rule bundle quarantine the GPU without any
+model.
 
 Sickbay starts without a model (rules-only) and `promote_model` installs the trained one from `models/`
 while it runs, as a retraining promotion would, so the scene starts when the demo says so. This module
@@ -30,13 +34,13 @@ import re
 import shutil
 import time
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.sim.fleet import FleetSim, backfill, datasets
-from app.sim.fleet.memory import HbmDegradation
 from app.sim.fleet.params import FailureMode, PrecursorShapes
+from app.sim.fleet.thermal import ThermalRunaway
 from app.sim.fleet.workloads import PodRef
 
 HOUR = 3600.0
@@ -44,11 +48,12 @@ HOUR = 3600.0
 # everywhere in the model's training rows (their first day is warm-up).
 HISTORY_S = 26 * HOUR
 STEP_S = 300.0  # the model card's scoring step
-# Where the precursor stands when the live demo begins: running for this long, failing this much later.
-PRECURSOR_RUNNING_S = 9 * HOUR
-PRECURSOR_REMAINING_S = 6 * HOUR
-STRENGTH_BAND = (0.8, 1.25)  # end rate / the shape's median end rate: a typical instance, not a lucky one
-HBM_XID = 48
+# Where the precursor stands when the live demo begins: running for this long, failing this much later —
+# 15 h in all, within the simulator's thermal lead times (median 8 h, 1 h to 3 days), and 40% of the way,
+# before the SW-thermal throttling that starts at 45%.
+PRECURSOR_RUNNING_S = 6 * HOUR
+PRECURSOR_REMAINING_S = 9 * HOUR
+THERMAL_XID = 79  # the GPU falls off the bus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,11 +66,19 @@ class Precursor:
     pod: PodRef | None
     onset: float
     fail_at: float
-    start_per_h: float
-    end_per_h: float  # single-bit errors per hour at the failure (this instance's)
+    mem_rise_c: float  # memory temperature above its baseline at the failure (this instance's)
+    gpu_rise_c: float
+    throttle_from: float  # the share of the precursor after which SW-thermal throttling begins
 
     def running_s(self, at: float) -> float:
         return at - self.onset
+
+    def progress(self, at: float) -> float:
+        return min(max((at - self.onset) / (self.fail_at - self.onset), 0.0), 1.0)
+
+    def mem_rise_at(self, at: float) -> float:
+        """Degrees over the baseline at `at`: the runaway's rise grows with the square of its progress."""
+        return self.mem_rise_c * self.progress(at) ** 2
 
     def due_in_s(self, at: float) -> float:
         return self.fail_at - at
@@ -100,10 +113,8 @@ def history_start(*, span_s: float = HISTORY_S, step_s: float = STEP_S, now: flo
 
 
 def degrading_shapes() -> PrecursorShapes:
-    """The simulator's own HBM precursor (not the demo's compressed one): never weak, no row remapped."""
-    return replace(
-        PrecursorShapes(), hbm_weak_fraction=0.0, hbm_remap_per_sbe=0.0, hbm_row_remap_failure_p=0.0
-    )
+    """The simulator's own thermal precursor, at full strength (a weak one rises less and throttles late)."""
+    return PrecursorShapes()
 
 
 def plant_precursor(
@@ -114,43 +125,32 @@ def plant_precursor(
     remaining_s: float = PRECURSOR_REMAINING_S,
     avoid: Collection[str] = (),
 ) -> Precursor:
-    """Start an HBM degradation on a busy GPU of a node that runs only single-node jobs, beginning
-    `running_s` before `history_end` and failing `remaining_s` after it (the sim is at the history's start).
-
-    The instance's strength is drawn from the failure's own random stream, keyed on its times; the onset
-    moves by whole seconds until the strength is typical (`STRENGTH_BAND`), so every run tells one story.
-    """
+    """Start a thermal runaway on a busy GPU of a node that runs only single-node jobs, beginning
+    `running_s` before `history_end` and failing `remaining_s` after it (the sim is at the history's start)."""
     node, gpu = _busy_single_job_gpu(sim, avoid=avoid)
     state = sim.node(node).gpus[gpu]
     shapes = degrading_shapes()
-    low, high = STRENGTH_BAND
-    degrading: HbmDegradation | None = None
-    for shift in range(600):
-        process = sim.begin(
-            state,
-            FailureMode.HBM,
-            onset=history_end - running_s + shift,
-            fail_at=history_end + remaining_s + shift,
-            xid=HBM_XID,
-            category="injected",
-            shapes=shapes,
-        )
-        if not isinstance(process, HbmDegradation):
-            raise TypeError(f"an HBM failure runs {type(process).__name__}")
-        degrading = process
-        if low <= process.end_per_h / shapes.hbm_sbe_end_per_h <= high:
-            break
-    if degrading is None:
-        raise ValueError("no HBM degradation could be started")
+    process = sim.begin(
+        state,
+        FailureMode.THERMAL,
+        onset=history_end - running_s,
+        fail_at=history_end + remaining_s,
+        xid=THERMAL_XID,
+        category="injected",
+        shapes=shapes,
+    )
+    if not isinstance(process, ThermalRunaway):
+        raise TypeError(f"a thermal failure runs {type(process).__name__}")
     return Precursor(
         node=node,
         gpu=gpu,
         uuid=state.identity.uuid,
         pod=state.pod,
-        onset=degrading.onset,
-        fail_at=degrading.fail_at,
-        start_per_h=degrading.start_per_h,
-        end_per_h=degrading.end_per_h,
+        onset=process.onset,
+        fail_at=process.fail_at,
+        mem_rise_c=shapes.thermal_mem_rise_c,
+        gpu_rise_c=shapes.thermal_gpu_rise_c,
+        throttle_from=shapes.thermal_sw_throttle_at,
     )
 
 

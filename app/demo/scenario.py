@@ -178,10 +178,10 @@ class Scenario:
             self.predicted = add(
                 Scene(
                     key="predicted",
-                    title=f"Risk model flags GPU {risk.gpu}: HBM degrading for "
+                    title=f"Risk model flags GPU {risk.gpu}: running hotter for "
                     f"{prediction.hours(risk.running_s(sim.time_s))}, "
                     f"failure due in {prediction.hours(risk.due_in_s(sim.time_s))}",
-                    label="Model: HBM risk → at-risk",
+                    label="Model: thermal risk → at-risk",
                     node=risk.node,
                     gpu=risk.gpu,
                     expect="taint sickbay.io/at-risk=act:NoSchedule; checkpoint Events on its GPU pods and "
@@ -194,11 +194,11 @@ class Scenario:
             self.predicted_failure = add(
                 Scene(
                     key="predicted-failure",
-                    title="The predicted failure, brought forward: double-bit ECC error, XID 48",
-                    label="Predicted DBE → quarantine",
+                    title="The predicted failure, brought forward: the GPU falls off the bus, XID 79",
+                    label="Predicted XID 79 → quarantine",
                     node=risk.node,
                     gpu=risk.gpu,
-                    expect="quarantine (reset-gpu) of a node that already took no new work",
+                    expect="quarantine (reboot-node) of a node that already took no new work",
                 )
             )
         self.xid79 = add(
@@ -423,12 +423,11 @@ class Scenario:
         if scene is None or forecast is None:
             return
         risk, sim, rec = forecast.precursor, self.stack.fleet, self.rec
-        gpu = sim.node(risk.node).gpus[risk.gpu]
         rec.begin(
             scene,
-            f"trained model promoted into Sickbay; GPU {risk.gpu} has logged {gpu.sbe_vol} single-bit ECC "
-            f"errors in {prediction.hours(risk.running_s(sim.time_s))}, accelerating, none remapped, "
-            "no alert",
+            f"trained model promoted into Sickbay; GPU {risk.gpu}'s memory has run "
+            f"{risk.mem_rise_at(sim.time_s):.1f} °C over its own baseline for "
+            f"{prediction.hours(risk.running_s(sim.time_s))}, rising, not throttled, no alert",
         )
         # Sickbay's ladder runs in shadow for a model not validated on this fleet. The demo's fleet is the
         # simulator the model was trained on, so the demo validates it first, the operator's way, and says so.
@@ -507,7 +506,7 @@ class Scenario:
         due = risk.due_in_s(stack.fleet.time_s)
         self.rec.begin(
             scene,
-            f"double-bit ECC error, XID {prediction.HBM_XID} on GPU {risk.gpu}: the failure the model "
+            f"XID {prediction.THERMAL_XID}, GPU {risk.gpu} fell off the bus: the failure the model "
             f"predicted, brought forward {prediction.hours(due)}",
         )
         stack.fleet.fail_early(risk.node, risk.gpu)

@@ -204,6 +204,34 @@ def test_a_chronic_rate_is_not_a_change_against_the_gpus_own_baseline() -> None:
     assert feature(table, "sbe_accel_6h_24h") == pytest.approx(0.0, abs=1e-6)
 
 
+@pytest.mark.parametrize("empty_days", [0, 2, 6])
+def test_grid_rows_without_samples_before_the_history_do_not_dilute_a_rate(empty_days: int) -> None:
+    # A reader's grid (Prometheus, 7 days of look-back) carries NaN rows before a fleet's first sample:
+    # 26 h of a chronic 150/h single-bit rate must read the same with or without them.
+    history = 26 * 12
+    counts = np.r_[np.full(empty_days * 24 * 12, np.nan), 400_000 + np.arange(history) * 12.5]
+    present = np.r_[np.zeros(empty_days * 24 * 12, dtype=int), np.ones(history, dtype=int)]
+    frame = gpu_frame(
+        len(counts), uuid="GPU-c", present=present, **{f.SBE_AGG: counts, f.PCIE_REPLAY: counts / 1000}
+    )
+    table = f.compute_features(frame, last_only=True)
+    assert feature(table, "sbe_rate_1h") == pytest.approx(150.0)
+    assert feature(table, "sbe_vs_baseline_6h_7d") == pytest.approx(0.0, abs=1e-6)
+    assert feature(table, "sbe_accel_6h_24h") == pytest.approx(0.0, abs=1e-6)
+    assert feature(table, "pcie_replay_vs_baseline_6h_7d") == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_gap_inside_the_window_is_covered_by_the_increment_after_it() -> None:
+    # 10/h for 10 h with a 2 h exporter gap in the middle: the counter kept counting through the gap,
+    # and the 24 h rate is still 10/h (the increment after the gap spans it).
+    n = 10 * 12 + 1
+    counts = np.arange(n, dtype=float) * (10 / 12)
+    counts[5 * 12 : 7 * 12] = np.nan
+    frame = gpu_frame(n, uuid="GPU-g", **{f.SBE_AGG: counts})
+    table = f.compute_features(frame, last_only=True)
+    assert feature(table, "sbe_vs_baseline_6h_7d") == pytest.approx(0.0, abs=1e-6)
+
+
 def test_persistence_and_episodes_count_hours_and_bursts_not_errors() -> None:
     n = 2 * 24 * 12 + 1
     daily = np.zeros(n)

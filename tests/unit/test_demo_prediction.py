@@ -36,7 +36,9 @@ def test_the_past_ends_on_the_scoring_grid() -> None:
     assert 0 <= 1_800_000_123.0 - end < 300.0
 
 
-def test_the_precursor_is_typical_on_a_busy_gpu_of_a_node_without_gang_ranks() -> None:
+def test_the_precursor_is_a_full_strength_thermal_runaway_on_a_busy_gpu_of_a_node_without_gang_ranks() -> (
+    None
+):
     sim, end = _fleet()
     risk = prediction.plant_precursor(sim, history_end=end, avoid=(sim.node_names[0],))
 
@@ -47,24 +49,29 @@ def test_the_precursor_is_typical_on_a_busy_gpu_of_a_node_without_gang_ranks() -
     assert gpu.pod is not None
     assert risk.pod == gpu.pod
     assert gpu.process is not None
-    assert gpu.process.mode.value == "hbm"
-    assert risk.running_s(end) == pytest.approx(prediction.PRECURSOR_RUNNING_S, abs=600)
-    assert risk.due_in_s(end) == pytest.approx(prediction.PRECURSOR_REMAINING_S, abs=600)
-    low, high = prediction.STRENGTH_BAND
-    assert low <= risk.end_per_h / prediction.degrading_shapes().hbm_sbe_end_per_h <= high
-    assert gpu.process.shapes.hbm_remap_per_sbe == 0.0, "a remapped row would page through the rules first"
+    assert gpu.process.mode.value == "thermal"
+    assert gpu.process.xid == prediction.THERMAL_XID == 79
+    assert risk.running_s(end) == pytest.approx(prediction.PRECURSOR_RUNNING_S)
+    assert risk.due_in_s(end) == pytest.approx(prediction.PRECURSOR_REMAINING_S)
+    assert risk.progress(end) < risk.throttle_from, "the live demo begins before any throttling"
 
 
-def test_the_past_accelerates_without_remapping_a_row() -> None:
+def test_the_past_heats_up_without_a_throttle_reason_or_an_error() -> None:
     sim, end = _fleet()
     risk = prediction.plant_precursor(sim, history_end=end)
-    sim.step(risk.onset + 3 * HOUR - sim.time_s)  # 3 h into the precursor
-    early = sim.node(risk.node).gpus[risk.gpu].sbe_vol
-    sim.step(end - sim.time_s)  # 6 h later, the end of the past
+    process = sim.node(risk.node).gpus[risk.gpu].process
+    assert process is not None
+    rises = [process.effects(t).mem_temp_c for t in (risk.onset + 2 * HOUR, risk.onset + 4 * HOUR, end)]
+    assert 0 < rises[0] < rises[1] < rises[2] == pytest.approx(risk.mem_rise_at(end))
+    assert rises[2] > 4.0, "degrees over its own baseline and its peers, not noise"
+    step = 60.0
+    assert all(
+        process.effects(risk.onset + i * step).throttle == 0
+        for i in range(int((end - risk.onset) / step) + 1)
+    )
+    sim.step(end - sim.time_s)
     gpu = sim.node(risk.node).gpus[risk.gpu]
-    assert gpu.sbe_vol - early > 2 * early > 0, "the last 6 h bring more errors than the first 3"
-    assert gpu.correctable_rows == 0
-    assert gpu.remap_pending == 0
+    assert gpu.thermal_violation_us == 0
     assert gpu.dbe_vol == 0
     assert not sim.truth().failures
 

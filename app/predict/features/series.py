@@ -86,11 +86,25 @@ class Series:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(count > 0, total / count, np.nan)
 
-    def span(self, window: float, *, since_reset: bool = False) -> Array:
-        """Seconds covered by the increments summed over each output row's window."""
+    def span(self, window: float, *, since_reset: bool = False, valid: Mask | None = None) -> Array:
+        """Seconds covered by the increments summed over each output row's window.
+
+        With `valid` (the rows that carry a sample), from the last sample before the window (the first
+        increment in it reaches back there) or, when there is none, from the first sample in it, to the
+        last sample: rows without a sample cover nothing. A reader's grid carries such rows wherever
+        Prometheus has no sample — before a fleet's or a new GPU's first week — and counting their time
+        diluted a 7-day rate over 26 h of history by 6.5x, so a chronic-SBE GPU read as 1.7 e-folds above
+        its own baseline and scored at `act` (the demo's live stack, 2026-12-01).
+        """
         start = self.start(window, since_reset=since_reset)
         before = np.maximum(start - 1, self.first[self.out])
-        return self.t_out - self.t[before]
+        if valid is None:
+            return self.t_out - self.t[before]
+        times = np.where(valid, self.t, np.nan)
+        last = self.ffill(times)
+        anchor = np.where(start > self.first[self.out], last[before], np.nan)
+        anchor = np.where(np.isnan(anchor), self.bfill(times)[start], anchor)
+        return last[self.out] - anchor
 
     def ffill(self, values: Array) -> Array:
         """Last non-NaN value up to each row, within its GPU (NaN before the first); all rows."""
@@ -98,6 +112,15 @@ class Series:
         last = np.maximum.accumulate(positions) if self.size else positions
         ok = last >= self.first
         return np.where(ok, values[np.maximum(last, 0)], np.nan)
+
+    def bfill(self, values: Array) -> Array:
+        """Next non-NaN value at or after each row, within its GPU (NaN after the last); all rows."""
+        n = self.size
+        positions = np.where(np.isnan(values), n, np.arange(n))
+        nxt = np.minimum.accumulate(positions[::-1])[::-1] if n else positions
+        safe = np.minimum(nxt, max(n - 1, 0))
+        ok = (nxt < n) & (self.group[safe] == self.group) if n else nxt < n
+        return np.where(ok, values[safe], np.nan)
 
     def last_value(self, values: Array) -> Array:
         """`ffill` at the output rows."""
@@ -176,7 +199,7 @@ def counter(s: Series, values: Array) -> Counter:
 def rate(s: Series, c: Counter, window: float, per_s: float) -> Array:
     """Increase per `per_s` seconds over the window since the last reset; NaN without a sample or span."""
     total = s.wsum(c.increments, window, since_reset=True)
-    span = s.span(window, since_reset=True)
+    span = s.span(window, since_reset=True, valid=c.valid)
     seen = s.wcount(c.valid, window, since_reset=True) > 0
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(seen & (span > 0), total / span * per_s, np.nan)
