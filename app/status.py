@@ -18,7 +18,7 @@ from app.api import breaker_view, node_view, unattributed_view
 from app.decide import footprint
 from app.domain import NodeState
 from app.store import deadletter, inbox
-from app.store.journal import Entry
+from app.store.faults import Entry
 
 _NEXT_STEP = {
     "quarantined": "drain GPU pods",

@@ -1,14 +1,17 @@
-"""Child processes of the stack (Prometheus, Alertmanager, `sickbay serve`): free ports, log files, stop."""
+"""Child processes of the stack (Prometheus, Alertmanager, `sickbay serve`): free ports, log files, readiness,
+stop."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -108,3 +111,40 @@ async def http_get(session: aiohttp.ClientSession, url: str, **kwargs: Any) -> t
             return response.status, await response.read()
     except (aiohttp.ClientError, TimeoutError, OSError):
         return 0, b""
+
+
+async def wait_http(session: aiohttp.ClientSession, child: Child, url: str, *, within_s: float) -> bool:
+    """True once `url` answers 200; False if the child exited (e.g. its port was taken)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not child.running:
+            return False
+        status, _ = await http_get(session, url)
+        if status == 200:
+            return True
+        await asyncio.sleep(0.05)
+    raise StackError(f"{child.name} not ready after {within_s:.0f}s:\n{child.tail()}")
+
+
+async def start_on_free_port(
+    session: aiohttp.ClientSession,
+    child: Child,
+    argv_for_port: Callable[[int], Sequence[str]],
+    ready_path: str,
+    *,
+    within_s: float,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    port: int | None = None,
+) -> str:
+    """Start `child` on `port` (or a free one) and wait until `ready_path` answers; its URL."""
+    for attempt in range(3):  # a port picked free can be taken before the child binds it: retry
+        port = port if attempt == 0 and port is not None else free_port()
+        child.start(argv_for_port(port), env=env, cwd=cwd)
+        url = f"http://127.0.0.1:{port}"
+        if await wait_http(session, child, url + ready_path, within_s=within_s):
+            return url
+        child.wait(timeout=5)
+        if "address already in use" not in child.tail().lower():
+            break
+    raise StackError(f"{child.name} exited during start:\n{child.tail()}")

@@ -5,11 +5,12 @@ Three steps, each usable alone (the first two re-exported here from their module
 1. `replay_range.read_range` / `replay_range` read DCGM samples from Prometheus in batches of hosts.
 2. `replay.replay` (pure) scores them at every step as the service would have, with the service's own
    hysteresis (`hysteresis`), the rules baseline beside the model in the same pass (`baseline`).
-3. `assess` (pure, this module) judges the alarms against ground truth — a simulator's `truth.json`
-   (`dataset.read_truth`: failures with precursor starts, repairs, trap GPUs) or failures read back from
-   the samples (`history.from_samples`: XID gauge changes and GPUs that fell off the bus; precursors
-   unknown, repairs taken from the counter resets the replay saw) — and prices them (`costs`), running the
-   alarms through the proactive ladder (`proactive_replay`: node holds, and the serve path's budget check).
+3. `assess` (pure, this module; the per-alarm rules in `backtest_judge`) judges the alarms against ground
+   truth — a simulator's `truth.json` (`dataset.read_truth`: failures with precursor starts, repairs, trap
+   GPUs) or failures read back from the samples (`history.from_samples`: XID gauge changes and GPUs that
+   fell off the bus; precursors unknown, repairs taken from the counter resets the replay saw) — and
+   prices them (`costs`), running the alarms through the proactive ladder (`proactive_replay`: node
+   holds, and the serve path's budget check).
    The baseline's replay is judged the same way (`BacktestResult.baseline`), side by side.
 
 An alarm's outcome, decided at its first flag t0 on a GPU slot (node + index), with h the model horizon:
@@ -37,10 +38,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
-from app.predict import backtest_summary, dataset, evaluate, history, labels, proactive_replay, promotion
+from app.predict import (
+    backtest_judge,
+    backtest_summary,
+    dataset,
+    evaluate,
+    history,
+    labels,
+    proactive_replay,
+    promotion,
+)
 from app.predict import costs as costing
 from app.predict.backtest_json import alarm_dict as _alarm_dict
 from app.predict.backtest_json import failure_dict as _failure_dict
@@ -105,7 +114,6 @@ __all__ = [
     "replay_range",
 ]
 
-HOUR = 3600.0
 DAY = 86400.0
 OUTCOMES = ("true", "early", "other", "false", "after-failure")
 TruthSource = Literal["truth", "xid", "none"]
@@ -235,13 +243,13 @@ def assess(
         repairs = replay.resets
         traps = pd.DataFrame(columns=["kind", "node", "gpu", "uuid"])
         source = "xid" if failures is not None else "none"
-    fails = _normalised_failures(fails)
+    fails = backtest_judge.normalised_failures(fails)
     keys = replay.scores[["node", "gpu", "uuid", "timestamp"]]
     status = labels.label_rows(keys, fails, repairs=repairs, horizon_s=replay.horizon_s)
     trap_kind = dataset.trap_kinds(traps, keys)
-    alarms = _judge_alarms(replay, fails, status.status, trap_kind)
-    caught = _judge_failures(replay, fails, alarms, known_precursors=source == "truth")
-    alarms = _mark_catches(alarms, caught)
+    alarms = backtest_judge.judge_alarms(replay, fails, status.status, trap_kind)
+    caught = backtest_judge.judge_failures(replay, fails, alarms, known_precursors=source == "truth")
+    alarms = backtest_judge.mark_catches(alarms, caught)
     row_metrics = evaluate.evaluate(
         replay.scores["score"].to_numpy(dtype=np.float64),
         evaluate.EvalSet(
@@ -279,129 +287,6 @@ def assess(
         row_metrics=row_metrics,
         baseline=rules_result,
     )
-
-
-def _normalised_failures(fails: pd.DataFrame) -> pd.DataFrame:
-    out = fails.copy()
-    for column, default in (("pending", False), ("precursor_start", np.nan), ("mode", ""), ("uuid", "")):
-        if column not in out.columns:
-            out[column] = default
-    if "id" not in out.columns:
-        out["id"] = [f"F{i + 1:05d}" for i in range(len(out))]
-    out["pending"] = out["pending"].fillna(False).astype(bool)
-    out["hardware"] = out["fault_class"].astype(str).isin(labels.HARDWARE_CLASSES)
-    out["slot"] = out["node"].astype(str) + "/" + pd.to_numeric(out["gpu"]).astype(np.int64).astype(str)
-    return out.sort_values("failure_time", kind="stable").reset_index(drop=True)
-
-
-def _by_slot(fails: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for record in records(fails):
-        out.setdefault(str(record["slot"]), []).append(record)
-    return out
-
-
-def _judge_alarms(
-    replay: Replay,
-    fails: pd.DataFrame,
-    row_status: npt.NDArray[np.int8],
-    trap_kind: npt.NDArray[np.object_],
-) -> pd.DataFrame:
-    """Each alarm's outcome, the failure it points at, and its GPU's trap kind."""
-    alarms = replay.alarms.copy().reset_index(drop=True)
-    keys = replay.scores[["node", "gpu", "uuid", "timestamp"]].assign(status=row_status, trap=trap_kind)
-    at_first = alarms.merge(
-        keys.rename(columns={"timestamp": "first"}), on=["node", "gpu", "uuid", "first"], how="left"
-    )
-    hardware = _by_slot(fails[fails["hardware"]])
-    other = _by_slot(fails[~fails["hardware"]])
-    outcomes: list[str] = []
-    failure_ids: list[str | None] = []
-    failure_times: list[float] = []
-    for i, alarm in enumerate(records(alarms)):
-        slot = f"{alarm['node']}/{int(alarm['gpu'])}"
-        t0, t1 = float(alarm["first"]), float(alarm["last"])
-        # The level is seen to drop one step after the last flag: a failure before that hits a held node.
-        window_end = max(t1 + replay.step_s, t0 + replay.horizon_s)
-        nxt = next((f for f in hardware.get(slot, []) if f["failure_time"] > t0), None)
-        nxt_other = next((f for f in other.get(slot, []) if f["failure_time"] > t0), None)
-        outcome: str
-        if at_first["status"].iloc[i] == labels.Status.AFTER_FAILURE:
-            outcome = "after-failure"
-        elif nxt is not None and nxt["failure_time"] <= window_end:
-            outcome = "true"
-        elif nxt is not None and _started(nxt, t0):
-            outcome = "early"
-        elif nxt_other is not None and (nxt_other["failure_time"] <= window_end or _started(nxt_other, t0)):
-            outcome = "other"
-        else:
-            outcome = "false"
-        outcomes.append(outcome)
-        failure_ids.append(str(nxt["id"]) if nxt is not None and outcome in ("true", "early") else None)
-        failure_times.append(float(nxt["failure_time"]) if nxt is not None else np.inf)
-    alarms["outcome"] = outcomes
-    alarms["failure_id"] = pd.Series(failure_ids, dtype=object)
-    alarms["next_failure"] = np.asarray(failure_times, dtype=np.float64)
-    trap = at_first["trap"].fillna("").astype(str).to_numpy()
-    alarms["trap"] = trap
-    alarms["beyond_range"] = (alarms["outcome"] == "true") & (alarms["next_failure"] > replay.end)
-    return alarms
-
-
-def _started(failure: Mapping[str, Any], t: float) -> bool:
-    start = failure.get("precursor_start")
-    return start is not None and bool(np.isfinite(start)) and float(start) <= t
-
-
-def _judge_failures(
-    replay: Replay, fails: pd.DataFrame, alarms: pd.DataFrame, *, known_precursors: bool
-) -> pd.DataFrame:
-    """Hardware failures in (start, end] of the replayed slots: caught by which alarm, with what lead."""
-    slots = set(replay.scores["node"].astype(str) + "/" + replay.scores["gpu"].astype(np.int64).astype(str))
-    rows = fails[
-        fails["hardware"]
-        & ~fails["pending"]
-        & (fails["failure_time"] > replay.start)
-        & (fails["failure_time"] <= replay.end)
-        & fails["slot"].isin(slots)
-    ].reset_index(drop=True)
-    true = alarms[alarms["outcome"] == "true"]
-    first_flag = true.groupby("failure_id")["first"].min() if len(true) else pd.Series(dtype=float)
-    out = pd.DataFrame(
-        {
-            "id": rows["id"].astype(str),
-            "node": rows["node"].astype(str),
-            "gpu": rows["gpu"].astype(np.int64),
-            "uuid": rows["uuid"].fillna("").astype(str),
-            "mode": rows["mode"].fillna("").astype(str),
-            "fault_class": rows["fault_class"].astype(str),
-            "failure_time": rows["failure_time"].astype(float),
-            "precursor_start": rows["precursor_start"].astype(float),
-        }
-    )
-    out["has_precursor"] = out["precursor_start"].notna() if known_precursors else False
-    out["first_flag"] = out["id"].map(first_flag).astype(float)
-    out["caught"] = out["first_flag"].notna()
-    out["lead_h"] = (out["failure_time"] - out["first_flag"]) / HOUR
-    # Recall and lead time count failures with a whole horizon of scoring before them.
-    out["scored"] = out["failure_time"] > replay.start + replay.horizon_s
-    return out
-
-
-def _mark_catches(alarms: pd.DataFrame, caught: pd.DataFrame) -> pd.DataFrame:
-    """Flag the alarm that caught each in-range failure (its restart is the failure's planned one)."""
-    catching = set(
-        zip(caught.loc[caught["caught"], "id"], caught.loc[caught["caught"], "first_flag"], strict=True)
-    )
-    alarms = alarms.copy()
-    alarms["catch"] = [
-        (fid, first) in catching for fid, first in zip(alarms["failure_id"], alarms["first"], strict=True)
-    ]
-    lead = np.where(
-        alarms["outcome"].isin(["true", "early"]), (alarms["next_failure"] - alarms["first"]) / HOUR, np.nan
-    )
-    alarms["lead_h"] = np.where(np.isfinite(lead), lead, np.nan)
-    return alarms
 
 
 def _flagged_steps(r: Replay) -> dict[str, int]:

@@ -14,21 +14,17 @@ response that is not Prometheus JSON) raises `PrometheusUnavailable`: the scorin
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from itertools import chain
 from typing import Any, Protocol
 
-import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
-from app.predict import features
+from app.predict import features, range_answers
+from app.predict.promql import HostRef, host_matchers, host_ref, selector
 
 log = logging.getLogger(__name__)
 
@@ -95,55 +91,6 @@ def connect(settings: ReaderSettings) -> RangeClient:
     return client
 
 
-def selector(metric: str, matchers: Sequence[str] = ()) -> str:
-    """The PromQL selector for a source metric and its DCGM 4.6 name, if it has one.
-
-    With `matchers` (label matchers such as `Hostname=~"a|b"`), the series that match any of them: one
-    selector per matcher joined with `or` — still one query, whatever the number of hosts.
-    """
-    names = [metric, *(old for old, new in features.ALIASES.items() if new == metric)]
-    if not matchers:
-        return metric if len(names) == 1 else '{__name__=~"' + "|".join(names) + '"}'
-    if len(names) == 1:
-        return " or ".join(f"{metric}{{{m}}}" for m in matchers)
-    name = '__name__=~"' + "|".join(names) + '"'
-    return " or ".join(f"{{{name}, {m}}}" for m in matchers)
-
-
-def host_matchers(hosts: Iterable[HostRef]) -> list[str]:
-    """Label matchers selecting these hosts' series: one regex matcher per host label spelling."""
-    by_label: dict[str, list[str]] = {}
-    for host in hosts:
-        values = by_label.setdefault(host.label, [])
-        if host.value not in values:
-            values.append(host.value)
-    return [
-        f'{label}=~"{_string("|".join(_regex(v) for v in values))}"' for label, values in by_label.items()
-    ]
-
-
-def _regex(value: str) -> str:
-    """`value` as a literal in an RE2 regular expression."""
-    return "".join("\\" + ch if ch in _RE2_SPECIAL else ch for ch in value)
-
-
-_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
-
-
-def _string(text: str) -> str:
-    """`text` inside a double-quoted PromQL string."""
-    return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class HostRef:
-    """A host as the series name it: the node name features use, and the label (and raw value) naming it."""
-
-    node: str
-    label: str
-    value: str
-
-
 def chunks(
     start: datetime, end: datetime, *, step_s: float, max_points: int
 ) -> list[tuple[datetime, datetime]]:
@@ -158,13 +105,6 @@ def chunks(
         out.append((cursor, stop))
         cursor = stop + timedelta(seconds=step_s)
     return out
-
-
-@dataclass(slots=True)
-class _Gpu:
-    node: str
-    gpu: int
-    uuid: str
 
 
 class Reader:
@@ -217,19 +157,19 @@ class Reader:
         matchers = host_matchers(hosts)
         wanted = {h.node for h in hosts} or None
         gpus: dict[tuple[str, int, str], int] = {}
-        cells: dict[str, _Cells] = {}
-        with _collector_paused():
+        cells: dict[str, range_answers.Cells] = {}
+        with range_answers.collector_paused():
             for metric in self.settings.metrics:
                 query = selector(metric, matchers)
                 series = self._range(query, datetime.fromtimestamp(grid_start, UTC), end)
                 try:
-                    cells[metric] = _parse(
+                    cells[metric] = range_answers.parse(
                         series, gpus, grid_start=grid_start, step=step, n_times=n_times, nodes=wanted
                     )
-                except _Malformed as exc:
+                except range_answers.Malformed as exc:
                     raise PrometheusUnavailable(str(exc), query=query) from exc
                 del series
-        return _assemble(gpus, cells, grid_start=grid_start, step=step, n_times=n_times)
+        return range_answers.assemble(gpus, cells, grid_start=grid_start, step=step, n_times=n_times)
 
     def hosts(self, start: datetime, end: datetime, *, metric: str = features.GPU_TEMP) -> list[HostRef]:
         """Every host with a series of `metric` in [start, end]: one cheap query (one point per host per
@@ -248,156 +188,5 @@ class Reader:
         return sorted(found)
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for a bulk read. Parsing a range answer allocates millions
-    of small lists, and the collector would rescan all of them again and again (a read runs several
-    times slower); reference counting still frees them, and the collector runs again afterwards."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def aware(t: datetime) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=UTC)
-
-
-def host_ref(labels: Mapping[str, str]) -> HostRef | None:
-    """The host a series' labels name, as `gpu_identity` reads it, with the label that names it."""
-    label = next((name for name in features.HOST_COLUMNS if labels.get(name)), None)
-    if label is None:
-        return None
-    value = labels[label]
-    node = value.rsplit(":", 1)[0] if label == "instance" and ":" in value else value
-    return HostRef(node=node, label=label, value=value)
-
-
-def gpu_identity(labels: Mapping[str, str]) -> tuple[str, int, str] | None:
-    """(node, gpu, uuid) from a series' labels, accepting every host spelling; None without host or gpu."""
-    host = next((labels[name] for name in features.HOST_COLUMNS if labels.get(name)), None)
-    gpu = labels.get("gpu")
-    if host is None or gpu is None or not gpu.isdigit():
-        return None
-    if host == labels.get("instance") and "node" not in labels:
-        host = host.rsplit(":", 1)[0] if ":" in host else host
-    return host, int(gpu), labels.get("UUID") or labels.get("uuid") or ""
-
-
-@dataclass(frozen=True, slots=True)
-class _Cells:
-    """One metric's samples of a read, as parallel arrays: the GPU's index, the grid slot, the value."""
-
-    index: npt.NDArray[np.int64]
-    slot: npt.NDArray[np.int64]
-    value: npt.NDArray[np.float64]
-
-
-class _Malformed(ValueError):
-    """A range answer whose samples are not [time, value] pairs."""
-
-
-def _parse(
-    series: Iterable[Mapping[str, Any]],
-    gpus: dict[tuple[str, int, str], int],
-    *,
-    grid_start: float,
-    step: float,
-    n_times: int,
-    nodes: set[str] | None = None,
-) -> _Cells:
-    """Every sample of one query's answer on the grid, in one vectorised pass over all its series.
-
-    Python touches each series once (its labels) and each sample once (flattening); conversion and slotting
-    are numpy's. Values are Prometheus' strings ("NaN" and "+Inf" included), or numbers; one that is neither
-    reads as NaN. Samples off the grid's range are dropped; GPUs are numbered in `gpus` as first seen.
-    """
-    indices: list[int] = []
-    counts: list[int] = []
-    samples: list[Any] = []
-    for one in series:
-        labels = one.get("metric", {})
-        values = one.get("values", [])
-        identity = gpu_identity(labels) if isinstance(labels, Mapping) else None
-        if identity is None or not values or (nodes is not None and identity[0] not in nodes):
-            continue
-        indices.append(gpus.setdefault(identity, len(gpus)))
-        counts.append(len(values))
-        samples.extend(values)
-    flat = list(chain.from_iterable(samples))
-    if len(flat) != 2 * len(samples):
-        raise _Malformed("a sample of the answer is not a [time, value] pair")
-    pairs = np.array(flat, dtype=object)
-    del flat
-    t = _floats(pairs[0::2], strict=True)
-    v = _floats(pairs[1::2], strict=False)
-    slot = np.rint((t - grid_start) / step).astype(np.int64)
-    index = np.repeat(np.array(indices, dtype=np.int64), counts)
-    ok = (slot >= 0) & (slot < n_times)
-    return _Cells(index=index[ok], slot=slot[ok], value=v[ok])
-
-
-def _floats(items: npt.NDArray[np.object_], *, strict: bool) -> npt.NDArray[np.float64]:
-    """Numbers and numeric strings as float64, exactly as `float()` reads each (numpy calls it per item).
-
-    Not strict: what `float()` refuses reads as NaN, item by item (only then, so the usual case stays fast).
-    """
-    try:
-        return items.astype(np.float64)
-    except (TypeError, ValueError) as exc:
-        if strict:
-            raise _Malformed(f"a sample time is not a number: {exc}") from exc
-        return np.fromiter((_number(x) for x in items), dtype=np.float64, count=len(items))
-
-
-def _number(text: Any) -> float:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def _assemble(
-    gpus: Mapping[tuple[str, int, str], int],
-    cells: Mapping[str, _Cells],
-    *,
-    grid_start: float,
-    step: float,
-    n_times: int,
-) -> pd.DataFrame:
-    n_gpus = len(gpus)
-    identities = sorted(gpus, key=gpus.__getitem__)
-    times = grid_start + step * np.arange(n_times, dtype=np.float64)
-    keys: dict[str, Any] = {
-        "node": np.repeat(np.array([g[0] for g in identities], dtype=object), n_times),
-        "gpu": np.repeat(np.array([g[1] for g in identities], dtype=np.int64), n_times),
-        "uuid": np.repeat(np.array([g[2] for g in identities], dtype=object), n_times),
-    }
-    values = np.full((len(cells), n_gpus * n_times), np.nan)
-    for column, cell in zip(values, cells.values(), strict=True):
-        # Several series per GPU (pod labels change, both DCGM names): keep the largest value (fmax: a NaN
-        # loses to a number).
-        np.fmax.at(column, cell.index * n_times + cell.slot, cell.value)
-    present = (~np.isnan(values)).any(axis=0).astype(np.int64)
-    return grid_frame(keys, np.tile(times, n_gpus), names=list(cells), values=values, present=present)
-
-
-def grid_frame(
-    keys: Mapping[str, Any],
-    timestamps: npt.NDArray[np.float64],
-    *,
-    names: Sequence[str],
-    values: npt.NDArray[np.float64],
-    present: npt.NDArray[np.int64],
-) -> pd.DataFrame:
-    """The frame: `keys`, timestamp, a column per name (a row of `values`), present. The samples are not
-    copied: pandas keeps float columns as one (columns x rows) block, which `values` already is."""
-    frame = pd.DataFrame(values.T, columns=list(names), copy=False)
-    for position, (key, column) in enumerate(keys.items()):
-        frame.insert(position, key, column)
-    frame.insert(len(keys), "timestamp", timestamps)
-    frame["present"] = present
-    return frame

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from app.predict import prometheus
+from app.predict import prometheus, range_answers
 from app.predict.prometheus import Reader
 
 
@@ -157,4 +157,4 @@ def _extend_grid(
     extended("present", present, 0)
     keys = {key: gpus[key].repeat(len(instants)).array for key in _KEYS}
     timestamps = np.tile(instants, n_gpus)
-    return prometheus.grid_frame(keys, timestamps, names=names, values=values, present=present), instants
+    return range_answers.grid_frame(keys, timestamps, names=names, values=values, present=present), instants

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 
-from app.predict import baseline, coverage, features, history, prometheus
+from app.predict import baseline, coverage, features, history, prometheus, promql
 from app.predict.hysteresis import Hysteresis
 from app.predict.model_card import RiskModel
 from app.predict.replay import DEFAULT_NODE_BATCH, Replay, concat, replay
@@ -32,7 +32,7 @@ def read_range(
     end: float,
     *,
     lookback_s: float,
-    hosts: Sequence[prometheus.HostRef] = (),
+    hosts: Sequence[promql.HostRef] = (),
 ) -> pd.DataFrame:
     """Samples of every source metric from `start - lookback_s` to `end` (Unix seconds), on the reader's
     step; all hosts, or only `hosts` (one batch).
@@ -87,7 +87,7 @@ def replay_range(
     rules: baseline.Baseline | None = None,
     warmup_s: float = 0.0,
     xid_classes: Mapping[int, str] | None = None,
-    hosts: Sequence[prometheus.HostRef] | None = None,
+    hosts: Sequence[promql.HostRef] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> RangeReplay:
     """Find the hosts with DCGM series (one query; or take `hosts`), then read and replay them
@@ -153,7 +153,7 @@ def warmup_start(frame: pd.DataFrame, start: float, warmup_s: float) -> float:
 
 def find_hosts(
     reader: prometheus.Reader, *, start: float, end: float, lookback_s: float
-) -> list[prometheus.HostRef]:
+) -> list[promql.HostRef]:
     """The hosts with GPU series in [start - lookback_s, end] (one query)."""
     return reader.hosts(_utc(start - lookback_s), _utc(end))
 

@@ -26,90 +26,34 @@ Prometheus unreachable (`Status.PROMETHEUS_UNAVAILABLE`) and too little data (`S
 no series, too few failures, or a split part without the positives fitting and comparing need).
 
 Blocking (HTTP, pandas, scikit-learn): the service calls it from a worker thread. `journal_failures`
-reads the service's SQLite journal read-only; it is the only journal I/O here, kept at the edge.
+(`journal_labels`) reads the service's SQLite journal read-only; it is the only journal I/O here, kept at
+the edge. What the run trains on is `retrain_inputs`', what it reports `retrain_outcome`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
 import logging
-import sqlite3
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
-import numpy as np
 import pandas as pd
 
-from app.predict import baseline, dataset, history, labels, prometheus, promotion, registry, split, train
+from app.predict import baseline, dataset, prometheus, promotion, registry, split, train
+from app.predict.journal_labels import JournalUnreadable, journal_failures
+from app.predict.retrain_inputs import config_for, data_hash, label_failures, redact, thin_data
+from app.predict.retrain_outcome import RetrainOutcome, Run, Status, iso
+
+# The names the service's job, the command line and the fleet check use, from here.
+__all__ = ["JournalUnreadable", "RetrainOutcome", "Status", "journal_failures", "retrain"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW_S = 28 * 86400.0
 DEFAULT_MIN_FAILURES = 5
 DEFAULT_KEEP = 3  # versions kept besides current and previous (rejected challengers, older models)
-MIN_CALIBRATION_ROWS = 5  # train.calibrate needs this many positive and negative validation rows
-
-
-class Status(StrEnum):
-    PROMOTED = "promoted"
-    KEPT = "kept"
-    PROMETHEUS_UNAVAILABLE = "prometheus-unavailable"
-    TOO_LITTLE_DATA = "too-little-data"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetrainOutcome:
-    """What one retraining run did, and why; `as_dict` is what the CLI prints and the service logs."""
-
-    status: Status
-    reason: str
-    at: datetime
-    window_start: datetime
-    window_end: datetime
-    current: str | None = None
-    previous: str | None = None
-    challenger: str | None = None
-    promotion: dict[str, Any] | None = None
-    failures: dict[str, int] = dataclasses.field(default_factory=dict)
-    raw_rows: int = 0
-    pruned: tuple[str, ...] = ()
-    seconds: float = 0.0
-
-    @property
-    def promoted(self) -> bool:
-        return self.status is Status.PROMOTED
-
-    @property
-    def skipped(self) -> bool:
-        return self.status in (Status.PROMETHEUS_UNAVAILABLE, Status.TOO_LITTLE_DATA)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status.value,
-            "reason": self.reason,
-            "at": _iso(self.at),
-            "window": {"start": _iso(self.window_start), "end": _iso(self.window_end)},
-            "current": self.current,
-            "previous": self.previous,
-            "challenger": self.challenger,
-            "promotion": self.promotion,
-            "failures": dict(self.failures),
-            "raw_rows": self.raw_rows,
-            "pruned": list(self.pruned),
-            "seconds": self.seconds,
-        }
-
-
-class JournalUnreadable(Exception):
-    """The journal file could not be read (missing, not SQLite, no faults table)."""
 
 
 def retrain(
@@ -136,7 +80,7 @@ def retrain(
     started = time.perf_counter()
     end = now.astimezone(UTC)
     start = end - timedelta(seconds=window_s)
-    run = _Run(at=end, start=start, end=end, started=started)
+    run = Run(at=end, start=start, end=end, started=started)
     try:
         frame = reader.read(start, end)
     except prometheus.PrometheusUnavailable as exc:
@@ -144,7 +88,7 @@ def retrain(
         return run.outcome(Status.PROMETHEUS_UNAVAILABLE, str(exc), models_dir)
     run.raw_rows = len(frame)
     if frame.empty:
-        reason = f"Prometheus has no DCGM series between {_iso(start)} and {_iso(end)}"
+        reason = f"Prometheus has no DCGM series between {iso(start)} and {iso(end)}"
         return run.skip(reason, models_dir)
 
     failures, run.failures = label_failures(frame, failures_from_journal, xid_classes, start=start, end=end)
@@ -181,7 +125,7 @@ def retrain(
     if thin is not None:
         return run.skip(thin, models_dir)
     provenance = [
-        f"prometheus {where} {_iso(start)}..{_iso(end)} step {reader.settings.step_s:g}s",
+        f"prometheus {where} {iso(start)}..{iso(end)} step {reader.settings.step_s:g}s",
         f"failures: {run.failures['xid']} from the XID gauge, {run.failures['journal']} from the journal, "
         f"{run.failures['merged']} merged",
     ]
@@ -219,107 +163,6 @@ def retrain(
     return run.outcome(status, verdict.reason, models_dir)
 
 
-@dataclass(slots=True, kw_only=True)
-class _Run:
-    at: datetime
-    start: datetime
-    end: datetime
-    started: float
-    raw_rows: int = 0
-    failures: dict[str, int] = dataclasses.field(default_factory=dict)
-    challenger: str | None = None
-    promotion: dict[str, Any] | None = None
-    pruned: tuple[str, ...] = ()
-
-    def skip(self, reason: str, models_dir: Path) -> RetrainOutcome:
-        log.warning("retraining skipped, the current model stays: too little data: %s", reason)
-        return self.outcome(Status.TOO_LITTLE_DATA, reason, models_dir)
-
-    def outcome(self, status: Status, reason: str, models_dir: Path) -> RetrainOutcome:
-        try:
-            pointer = registry.read_pointer(models_dir)
-        except registry.ModelUnavailable:
-            pointer = {"current": None, "previous": None}
-        return RetrainOutcome(
-            status=status,
-            reason=reason,
-            at=self.at,
-            window_start=self.start,
-            window_end=self.end,
-            current=pointer["current"],
-            previous=pointer["previous"],
-            challenger=self.challenger,
-            promotion=self.promotion,
-            failures=dict(self.failures),
-            raw_rows=self.raw_rows,
-            pruned=self.pruned,
-            seconds=round(time.perf_counter() - self.started, 3),
-        )
-
-
-def config_for(current: registry.RiskModel | None) -> train.TrainConfig:
-    """Training settings that label like the current model does (its horizon, grid and sustain)."""
-    if current is None:
-        return train.TrainConfig()
-    card = current.card
-    return train.TrainConfig(
-        horizon_s=card.horizon_s,
-        every_s=card.every_s,
-        sustain_s=card.sustain_s,
-        target_precision=card.target_precision,
-        primary_metric=card.primary_metric,
-        split=split.SplitSpec(embargo_s=card.horizon_s),
-    )
-
-
-def thin_data(prepared: train.Prepared) -> str | None:
-    """Why these rows cannot train and compare a model, or None when they can."""
-    problems: list[str] = []
-    for part, name in (
-        (split.Part.TRAIN, "training"),
-        (split.Part.VALIDATION, "validation"),
-        (split.Part.HOLDOUT, "holdout"),
-    ):
-        lab = prepared.part_of(part).labels
-        y = lab.label[lab.usable]
-        positives, negatives = int(y.sum()), int((y == 0).sum())
-        needed = MIN_CALIBRATION_ROWS if part is split.Part.VALIDATION else 1
-        if positives < needed or negatives < needed:
-            problems.append(f"the {name} part has {positives} positive and {negatives} negative rows")
-    if not problems:
-        return None
-    return "; ".join(problems) + " (a longer window or more failures needed)"
-
-
-def label_failures(
-    frame: pd.DataFrame,
-    from_journal: pd.DataFrame | None,
-    xid_classes: Mapping[int, str],
-    *,
-    start: datetime,
-    end: datetime,
-) -> tuple[pd.DataFrame, dict[str, int]]:
-    """The failures table for labels (XID gauge + journal, one row per failure) and how many came whence."""
-    from_xid = history.from_xid_series(frame, xid_classes)
-    journal = from_journal if from_journal is not None else history.empty()
-    failures = history.merge(from_xid, journal)
-    counts = {
-        "xid": len(from_xid),
-        "journal": len(journal),
-        "merged": len(failures),
-        "window": _in_window(failures, start.timestamp(), end.timestamp()),
-    }
-    return failures, counts
-
-
-def _in_window(failures: pd.DataFrame, start: float, end: float) -> int:
-    if failures.empty:
-        return 0
-    t = pd.to_numeric(failures["failure_time"]).to_numpy(dtype=np.float64)
-    hardware = failures["fault_class"].astype(str).isin(labels.HARDWARE_CLASSES).to_numpy()
-    return int(np.sum(hardware & (t >= start) & (t <= end)))
-
-
 def _load_current(models_dir: Path) -> registry.RiskModel | None:
     try:
         return registry.load_current(models_dir)
@@ -346,66 +189,3 @@ def _keep_rejected(models_dir: Path, model: registry.RiskModel) -> None:
         registry.save(models_dir, model)
     except OSError as exc:  # FileExistsError too: a rerun on the same data within the same second
         log.warning("could not keep rejected challenger %s: %s", model.card.version, exc)
-
-
-def data_hash(frame: pd.DataFrame, failures: pd.DataFrame) -> str:
-    """sha256 over the samples and the failures read, so a model names the data it learned from."""
-    digest = hashlib.sha256()
-    for table in (frame, failures):
-        digest.update(",".join(map(str, table.columns)).encode())
-        digest.update(pd.util.hash_pandas_object(table, index=False).to_numpy().tobytes())
-    return digest.hexdigest()
-
-
-def redact(url: str) -> str:
-    """The URL without credentials, path or query: what a card may record about where data came from."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}" if parts.scheme else url.rsplit("@", maxsplit=1)[-1]
-
-
-def _iso(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-# -- the journal's labels -------------------------------------------------------------------------------
-
-
-_JOURNAL_QUERY = (
-    "SELECT at, node, gpu, xid, class, rule FROM faults WHERE status = 'firing' AND node IS NOT NULL "
-    "AND gpu IS NOT NULL AND at >= ? ORDER BY at, id"
-)
-
-
-def journal_failures(path: Path, *, since: datetime) -> pd.DataFrame:
-    """Hardware faults the journal recorded on a GPU since `since`, as a failures table (`history`).
-
-    Reads the service's SQLite file read-only (WAL lets it while the service writes): firing faults of a
-    hardware class with a node and a GPU. Faults Sickbay's own prediction raised are `at-risk`, never a
-    hardware class, so the model never learns from itself. Raises `JournalUnreadable`.
-    """
-    # `at` is ISO-8601 text; a day of margin covers any UTC offset, the exact cut is made after parsing.
-    coarse = (since.astimezone(UTC) - timedelta(days=1)).isoformat()
-    if not path.is_file():
-        raise JournalUnreadable(f"no journal at {path}")
-    try:
-        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
-            rows = db.execute(_JOURNAL_QUERY, (coarse,)).fetchall()
-    except sqlite3.Error as exc:
-        raise JournalUnreadable(f"cannot read the journal {path}: {exc}") from None
-    cut = since.timestamp()
-    records: list[dict[str, Any]] = []
-    for at, node, gpu, xid, cls, rule in rows:
-        if cls not in labels.HARDWARE_CLASSES:
-            continue
-        try:
-            when = datetime.fromisoformat(str(at))
-        except ValueError:
-            continue
-        when = when if when.tzinfo else when.replace(tzinfo=UTC)
-        if when.timestamp() < cut:
-            continue
-        mode = f"xid-{xid}" if xid is not None else f"journal:{rule}"
-        records.append({"node": node, "gpu": gpu, "time": when.timestamp(), "fault_class": cls, "mode": mode})
-    return history.from_records(records)

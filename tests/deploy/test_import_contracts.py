@@ -130,7 +130,7 @@ CASES = [
     ),
     _case(
         "runtime-to-sim",
-        "app/runtime.py",
+        "app/runtime/__init__.py",
         "from app.sim import kubeapi",
         "app.runtime -> app.sim.kubeapi",
         "layers",

@@ -16,7 +16,7 @@ import yaml
 from app.act import remediate
 from app.config import rules as rules_config
 from app.config.settings import Settings
-from app.kube.client import plural_of
+from app.kube.custom_objects import plural_of
 from app.kube.port import CALLS
 from tests.deploy import support
 
@@ -31,7 +31,7 @@ NAMESPACED = {
     ("coordination.k8s.io", "leases", "get"),
     ("coordination.k8s.io", "leases", "create"),
     ("coordination.k8s.io", "leases", "update"),
-    # patch_pod_labels: only the leader labelling its own pod (app/runtime.py `_label_own_pod`).
+    # patch_pod_labels: only the leader labelling its own pod (app/runtime/leadership.py `_label_own_pod`).
     ("", "pods", "patch"),
 }
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from app.decide import footprint
 from app.demo import main, prediction, report
-from app.demo.scenario import CHECKPOINT_REASON, Scenario
+from app.demo.forecasting import CHECKPOINT_REASON
+from app.demo.scenario import Scenario
 from app.demo.timeline import Recorder
 from tests.e2e.stack import STACK_MARKS, Stack, gpu_pods_on, official_client, sickbay_taints
 
@@ -34,8 +35,8 @@ async def test_the_model_flags_a_degrading_gpu_hours_ahead_and_the_ladder_acts(t
         assert stack.backfill.samples > 0
         recorder = Recorder(stack, datetime.now(UTC))
         scenario = Scenario(stack, recorder, budget_nodes=main.BUDGET_NODES, forecast=forecast)
-        assert scenario.predicted is not None
-        assert scenario.predicted_failure is not None
+        assert scenario.scenes.predicted is not None
+        assert scenario.scenes.predicted_failure is not None
         assert risk.node not in {scenario.cast.gang_node, scenario.cast.app_node, scenario.cast.hbm_node}
         recorder.start()
         try:
@@ -55,7 +56,7 @@ async def test_the_model_flags_a_degrading_gpu_hours_ahead_and_the_ladder_acts(t
             await recorder.stop()
 
         # Flagged, with its score and what drove it, hours before the failure was due; no other GPU.
-        assert scenario.predicted.status == "done"
+        assert scenario.scenes.predicted.status == "done"
         assert forecast.model is not None
         assert forecast.score is not None
         assert forecast.score >= forecast.model.act
@@ -82,8 +83,8 @@ async def test_the_model_flags_a_degrading_gpu_hours_ahead_and_the_ladder_acts(t
         assert set(forecast.pods_kept) == running, "nothing drained while the node was only at risk"
 
         # The failure: quarantined by the hardware track, on a node already closed to new work.
-        assert scenario.predicted_failure.status == "done"
-        assert scenario.predicted_failure.fault_class == "reboot-node"
+        assert scenario.scenes.predicted_failure.status == "done"
+        assert scenario.scenes.predicted_failure.fault_class == "reboot-node"
         assert forecast.closed_s is not None
         assert forecast.closed_s > 0
         (failure,) = [f for f in stack.fleet.truth().failures if f.node == risk.node]

@@ -51,7 +51,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from app.predict import features, prometheus, recent_window, service
+from app.predict import features, prometheus, promql, recent_window, service
 from app.sim.fleet import backfill
 from tests.perf import machine
 from tests.prom import backfilled_prometheus
@@ -178,7 +178,7 @@ class PerNodeReader(CountingReader):
 
     def __init__(self, settings: prometheus.ReaderSettings, *, nodes: Sequence[str]) -> None:
         super().__init__(settings)
-        self.one_each = [prometheus.HostRef(node=node, label="Hostname", value=node) for node in nodes]
+        self.one_each = [promql.HostRef(node=node, label="Hostname", value=node) for node in nodes]
 
     def read(self, start: datetime, end: datetime, **kwargs: Any) -> pd.DataFrame:
         read = super().read

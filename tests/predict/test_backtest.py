@@ -33,6 +33,7 @@ from app.predict import (
     features,
     history,
     prometheus,
+    promql,
     registry,
     report,
     score,
@@ -378,16 +379,16 @@ def test_alarm_outcomes_follow_the_failures_and_repairs() -> None:
 
 def test_host_matchers_escape_regex_and_string_characters() -> None:
     hosts = [
-        prometheus.HostRef("gpu-1.dc", "Hostname", "gpu-1.dc"),
-        prometheus.HostRef("b", "instance", "b:9400"),
+        promql.HostRef("gpu-1.dc", "Hostname", "gpu-1.dc"),
+        promql.HostRef("b", "instance", "b:9400"),
     ]
-    query = prometheus.selector(features.GPU_TEMP, prometheus.host_matchers(hosts))
+    query = promql.selector(features.GPU_TEMP, promql.host_matchers(hosts))
     assert query == (
         '{__name__=~"DCGM_FI_DEV_GPU_TEMP|DCGM_FI_DEV_GPU_TEMP_CELSIUS", Hostname=~"gpu-1\\\\.dc"} or '
         '{__name__=~"DCGM_FI_DEV_GPU_TEMP|DCGM_FI_DEV_GPU_TEMP_CELSIUS", instance=~"b:9400"}'
     )
-    assert prometheus.selector(features.SBE_AGG, ['node=~"a"']) == f'{features.SBE_AGG}{{node=~"a"}}'
-    assert prometheus.host_ref({"instance": "b:9400", "gpu": "0"}) == hosts[1]
+    assert promql.selector(features.SBE_AGG, ['node=~"a"']) == f'{features.SBE_AGG}{{node=~"a"}}'
+    assert promql.host_ref({"instance": "b:9400", "gpu": "0"}) == hosts[1]
 
 
 def args_for(url: str, *extra: str) -> argparse.Namespace:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from app.predict import features as f
-from app.predict import prometheus, recent_window
+from app.predict import prometheus, promql, recent_window
 
 T0 = 1_740_960_000  # on the 5-minute grid
 STEP = 300
@@ -238,6 +238,6 @@ def test_an_http_error_is_a_typed_error(fake: tuple[FakePrometheus, str]) -> Non
 
 def test_gpu_identity_accepts_every_host_spelling() -> None:
     for label in ("node", "Hostname", "hostname", "kubernetes_node"):
-        assert prometheus.gpu_identity({label: "n1", "gpu": "3", "uuid": "GPU-x"}) == ("n1", 3, "GPU-x")
-    assert prometheus.gpu_identity({"instance": "10.0.0.1:9400", "gpu": "0"}) == ("10.0.0.1", 0, "")
-    assert prometheus.gpu_identity({"Hostname": "n1"}) is None
+        assert promql.gpu_identity({label: "n1", "gpu": "3", "uuid": "GPU-x"}) == ("n1", 3, "GPU-x")
+    assert promql.gpu_identity({"instance": "10.0.0.1:9400", "gpu": "0"}) == ("10.0.0.1", 0, "")
+    assert promql.gpu_identity({"Hostname": "n1"}) is None

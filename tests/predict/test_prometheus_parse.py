@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from app.predict import features as f
-from app.predict import prometheus, recent_window
+from app.predict import prometheus, promql, recent_window
 
 T0 = 1_740_960_000  # on the 5-minute grid
 STEP = 300
@@ -140,7 +140,7 @@ def test_series_without_a_gpu_or_samples_are_skipped() -> None:
 def test_a_sample_that_is_not_a_time_value_pair_is_a_typed_error(sample: list[Any]) -> None:
     with pytest.raises(prometheus.PrometheusUnavailable) as caught:
         read([{"metric": labels(), "values": [[T0 + STEP, "1"], sample]}], T0, T0 + STEP)
-    assert caught.value.query == prometheus.selector(f.GPU_TEMP)
+    assert caught.value.query == promql.selector(f.GPU_TEMP)
 
 
 # -- the window -------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 
 from app import cli
 from app.predict import dataset, features, prometheus
-from app.sim.fleet import backfill
+from app.sim.fleet import backfill, backfill_source, backfill_text
 from app.sim.fleet.datasets import write_dataset
 from tests.prom import backfilled_prometheus, instant_query
 from tests.sim.helpers import quiet_sim
@@ -28,11 +28,11 @@ KEYS = ["node", "gpu", "uuid", "timestamp"]
 
 
 def lines_of(
-    table: pa.Table, *, host_label: backfill.HostLabel = "Hostname", target_labels: bool = False
+    table: pa.Table, *, host_label: backfill_text.HostLabel = "Hostname", target_labels: bool = False
 ) -> list[str]:
     out = io.BytesIO()
     columns = (TEMP, XID, SBE, features.SBE_VOL)
-    backfill.write_window(
+    backfill_text.write_window(
         table,
         out,
         host="node",
@@ -117,7 +117,7 @@ def test_block_duration(start_h: float, span_h: float, samples_per_h: float, blo
 
 def test_source_columns_keep_both_dcgm_names_in_source_order() -> None:
     names = ["node", "DCGM_FI_DEV_XID_ERROR", TEMP, "DCGM_FI_DEV_POWER_USAGE", XID, SBE]
-    assert backfill.source_columns(names) == (SBE, TEMP, XID, "DCGM_FI_DEV_XID_ERROR")
+    assert backfill_source.source_columns(names) == (SBE, TEMP, XID, "DCGM_FI_DEV_XID_ERROR")
 
 
 # -- round trips through promtool and a real Prometheus -------------------------------------------------

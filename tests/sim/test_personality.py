@@ -11,7 +11,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from app.sim.fleet import FleetSim, SimConfig, backfill, datasets, fieldsets, personality
+from app.sim.fleet import (
+    FleetSim,
+    SimConfig,
+    backfill,
+    backfill_source,
+    backfill_text,
+    datasets,
+    fieldsets,
+    personality,
+)
 from app.sim.fleet.background import TRAP_NVLINK, TRAP_PCIE
 from app.sim.fleet.params import ExporterView
 
@@ -139,9 +148,9 @@ def test_a_backfill_carries_the_personality_s_fields_and_host_label(tmp_path: Pa
     )
     host_label, needs_instance = backfill.dataset_host_label(tmp_path)
     assert (host_label, needs_instance) == ("kubernetes_node", False)
-    source = backfill.open_source(tmp_path)
+    source = backfill_source.open_source(tmp_path)
     out = io.BytesIO()
-    stats = backfill.write_window(
+    stats = backfill_text.write_window(
         source.window(0.0, 1e12), out, host=source.host, uuid=source.uuid, columns=source.columns,
         host_label=host_label,
     )  # fmt: skip

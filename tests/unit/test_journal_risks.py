@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from app import domain
-from app.store import inbox, journal
+from app.store import inbox, journal, risks
 
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 
@@ -38,7 +38,7 @@ async def test_cycles_keep_warn_and_act_risks_and_prune_old_ones(tmp_path: Path)
         assert rows[0]["drivers"] == [["sbe_rate_1h", 1.25]]
         assert [r["node"] for r in await book.risks(node="n2")] == ["n2"]
 
-        later = T0 + journal.RISK_RETENTION + timedelta(minutes=5)
+        later = T0 + risks.RISK_RETENTION + timedelta(minutes=5)
         await book.record_risks(later, [risk("n4", 0.8, domain.RiskLevel.ACT)])
         assert [r["node"] for r in await book.risks()] == ["n4"], "cycles older than the retention go"
     finally:

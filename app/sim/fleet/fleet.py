@@ -15,34 +15,27 @@ cordoned, its jobs move, and it is repaired (rebooted, a GPU replaced if it must
 
 from __future__ import annotations
 
-import heapq
-import itertools
-import math
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from app.sim.fleet import catalog, injection
-from app.sim.fleet.background import BACKGROUND_TRAPS, Background
+from app.sim.fleet import injection
+from app.sim.fleet.background import Background
 from app.sim.fleet.build import build_fleet
+from app.sim.fleet.failures import Failures
 from app.sim.fleet.gpu import GpuState
-from app.sim.fleet.modes import lead_time, start_process
 from app.sim.fleet.nodes import NodeState
 from app.sim.fleet.observe import NodeObservation, Observer
 from app.sim.fleet.operations import NodeOperations
 from app.sim.fleet.params import FailureMode, PrecursorShapes, SimConfig
-from app.sim.fleet.process import FailureProcess, ProcessSpec
-from app.sim.fleet.randomness import choose_weighted, exponential_after, make_streams, poisson
-from app.sim.fleet.recovery import TRAP_RECOVERED, RecoveredPrecursor
-from app.sim.fleet.strength import PRECURSOR_MODES, classic_strength, weakened
-from app.sim.fleet.truth import FailureRecord, GroundTruth, OpsRecord, PendingRecord, TrapRecord, TruthLog
+from app.sim.fleet.process import FailureProcess
+from app.sim.fleet.randomness import exponential_after, make_streams
+from app.sim.fleet.recovery import RecoveredPrecursor
+from app.sim.fleet.timers import Timers
+from app.sim.fleet.truth import FailureRecord, GroundTruth, OpsRecord, PendingRecord, TruthLog
 from app.sim.fleet.workloads import Scheduler
 
 DEFAULT_START = datetime(2025, 3, 3, tzinfo=UTC).timestamp()
-# Failure processes are started this long before the simulation begins, so it opens in steady state
-# (some precursors already under way) rather than with a fleet of perfectly healthy GPUs.
-WARMUP_S = 3 * 86400.0
-_PICK_TRIES = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,18 +47,12 @@ class NodeGpuCapacity:
     allocatable: int
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class _Timer:
-    time: float
-    seq: int
-    kind: str
-    node: int
-    gpu: int = -1
-    uuid: str = ""
-
-
 class FleetSim:
-    """A seeded GPU fleet on simulated time. Not thread-safe; one owner steps and reads it."""
+    """A seeded GPU fleet on simulated time. Not thread-safe; one owner steps and reads it.
+
+    Its failures (onsets, precursors, what a failure does) are `failures.Failures`'; this steps time,
+    runs the fleet's own operations and timers, and answers reads and control calls.
+    """
 
     def __init__(
         self,
@@ -90,9 +77,8 @@ class FleetSim:
         self._truth.traps.extend(built.traps)
         self._by_name = {node.name: node for node in self.nodes}
         self._gpus: list[GpuState] = [gpu for node in self.nodes for gpu in node.gpus]
-        self._active: dict[int, GpuState] = {g.identity.serial: g for g in self._gpus if g.active}
-        self._timers: list[_Timer] = []
-        self._seq = itertools.count()
+        active = {g.identity.serial: g for g in self._gpus if g.active}
+        self._timers = Timers()
         self.observer = Observer(
             seed=seed,
             hardware=self.config.hardware,
@@ -106,7 +92,8 @@ class FleetSim:
             gpus=self._gpus,
             rng=random.Random(f"{seed}:background"),  # noqa: S311 - simulation, not cryptography
             start=self._t,
-            on_recovered=self._start_recovered,
+            # Late-bound: the failures are built after the background that calls them.
+            on_recovered=lambda t: self.failures.start_recovered(t),  # noqa: PLW0108
         )
         self._truth.traps.extend(self.background.traps)
         self.scheduler = Scheduler(
@@ -117,19 +104,31 @@ class FleetSim:
             nodes=self.nodes,
             truth=self._truth,
         )
+        self.failures = Failures(
+            config=self.config,
+            seed=seed,
+            start_s=self.start_s,
+            streams=self._streams,
+            variety=self._variety,
+            nodes=self.nodes,
+            gpus=self._gpus,
+            active=active,
+            truth=self._truth,
+            background=self.background,
+            scheduler=self.scheduler,
+            timers=self._timers,
+        )
         self.operations = NodeOperations(
             config=self.config,
             truth=self._truth,
             scheduler=self.scheduler,
             identity_rng=self._streams.identity,
-            activate=self._activate,
+            activate=self.failures.activate,
         )
         for gpu in self._gpus:
             gpu.set_power(self._t, self.config.hardware.idle_power_w)
         ops = self.config.ops
-        self._failure_rate = self.config.rates.per_gpu_second() * len(self._gpus)
-        self._next_onset = exponential_after(self._streams.failures, self._t - WARMUP_S, self._failure_rate)
-        self._start_failures(self._t)  # the warm-up: precursors already under way at the start
+        self.failures.warm_up(self._t)
         per_s = len(self.nodes) / 86400.0
         self._next_restart = exponential_after(
             self._streams.ops, self._t, ops.exporter_restarts_per_node_day * per_s
@@ -162,9 +161,9 @@ class FleetSim:
         end = t0 + dt_seconds
         while True:
             t = min(self._next_event(), end)
-            self._integrate(self._t, t)
+            self.failures.integrate(self._t, t)
             self._t = t
-            self._start_failures(t)
+            self.failures.start_due(t)
             self._ops_events(t)
             self._run_timers(t)
             if t >= end:
@@ -173,11 +172,9 @@ class FleetSim:
 
     def _next_event(self) -> float:
         """The time of the next thing that changes which GPUs can fail, or how."""
-        failing = min(
-            (g.process.fail_at for g in self._active.values() if g.process is not None), default=math.inf
+        return min(
+            self.failures.next_change(), self._next_restart, self._next_maintenance, self._timers.next_time
         )
-        timer = self._timers[0].time if self._timers else math.inf
-        return min(self._next_onset, self._next_restart, self._next_maintenance, timer, failing)
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -270,96 +267,6 @@ class FleetSim:
 
     # -- failures ------------------------------------------------------------------------------------
 
-    def _start_failures(self, t1: float) -> None:
-        """Start every failure of the fleet-wide Poisson process due by `t1`."""
-        rng = self._streams.failures
-        while self._next_onset <= t1:
-            onset = self._next_onset
-            self._next_onset = exponential_after(rng, onset, self._failure_rate)
-            entry = rng.choices(self.config.rates.mix, weights=[e.weight for e in self.config.rates.mix])[0]
-            xid = choose_weighted(rng, entry.xids)
-            distribution = lead_time(entry.mode, self.config.lead_times)
-            lead = distribution.from_normal(rng.gauss(0.0, 1.0)) if distribution else 0.0
-            gpu = self._pick_gpu(rng.randrange(len(self._gpus)), rng.randrange(1 << 30))
-            if gpu is None or onset + lead < self.start_s:
-                continue  # no eligible GPU, or (during warm-up) it would have failed before the start
-            strength, shapes = self._strength(entry.mode)
-            start = onset + lead if strength == "none" else onset
-            process = self.begin(
-                gpu,
-                entry.mode,
-                onset=start,
-                fail_at=onset + lead,
-                xid=xid,
-                category=entry.category,
-                shapes=shapes,
-            )
-            process.strength = strength
-
-    def _strength(self, mode: FailureMode) -> tuple[str, PrecursorShapes | None]:
-        """The personality's precursor strength for a new failure, and the shapes it needs (classic: the
-        mode's own rule, nothing drawn)."""
-        mix = self.config.precursors
-        if mix.shares is None or mode not in PRECURSOR_MODES:
-            return "", None
-        strength = self._variety.choices(("strong", "weak", "none"), weights=mix.shares)[0]
-        if strength == "weak":
-            return strength, weakened(self.config.shapes, mix.weak_factor)
-        return strength, None
-
-    def _pick_gpu(self, first: int, stride_seed: int) -> GpuState | None:
-        count = len(self._gpus)
-        for attempt in range(_PICK_TRIES):
-            gpu = self._gpus[(first + attempt * (stride_seed | 1)) % count]
-            eligible = gpu.trap is None or gpu.trap in BACKGROUND_TRAPS
-            if eligible and gpu.process is None and gpu.present and not gpu.failed:
-                return gpu
-        return None
-
-    def _start_recovered(self, t: float) -> None:
-        """A precursor on a healthy GPU that stops partway and never fails (a `recovered-precursor` trap)."""
-        rng = self._variety
-        gpu = self._pick_gpu(rng.randrange(len(self._gpus)), rng.randrange(1 << 30))
-        if gpu is None:
-            return
-        entries = [e for e in self.config.rates.mix if e.mode in PRECURSOR_MODES]
-        entry = rng.choices(entries, weights=[e.weight for e in entries])[0]
-        distribution = lead_time(entry.mode, self.config.lead_times)
-        lead = distribution.from_normal(rng.gauss(0.0, 1.0)) if distribution else 3600.0
-        stop_at = t + lead * rng.uniform(0.2, 0.8)
-        spec = ProcessSpec(
-            onset=t,
-            fail_at=t + lead,
-            xid=choose_weighted(rng, entry.xids),
-            category="recovered",
-            seed=self.seed,
-            serial=gpu.identity.serial,
-            shapes=self.config.shapes,
-        )
-        inner = start_process(entry.mode, spec, hardware=self.config.hardware)
-        self._drop_background_trap(gpu)
-        gpu.trap = TRAP_RECOVERED
-        gpu.process = RecoveredPrecursor(spec, inner, stop_at=stop_at)
-        self._activate(gpu)
-        identity = gpu.identity
-        self._truth.traps.append(
-            TrapRecord(
-                kind=TRAP_RECOVERED,
-                node=identity.node,
-                gpu=identity.index,
-                uuid=identity.uuid,
-                detail=entry.mode.value,
-                time=t,
-                until=stop_at,
-            )
-        )
-
-    def _drop_background_trap(self, gpu: GpuState) -> None:
-        """A GPU with background noise that starts a real precursor (or a recovered one) is a trap no more."""
-        if gpu.trap in BACKGROUND_TRAPS:
-            self._truth.drop_trap(gpu.identity.uuid)
-            gpu.trap = None
-
     def begin(
         self,
         gpu: GpuState,
@@ -374,20 +281,22 @@ class FleetSim:
     ) -> FailureProcess:
         """Attach a failure process to a GPU (replacing any under way); `shapes` overrides the fleet's
         precursor shapes for this process only."""
-        spec = ProcessSpec(
+        return self.failures.begin(
+            gpu,
+            mode,
             onset=onset,
             fail_at=fail_at,
             xid=xid,
             category=category,
-            seed=self.seed,
-            serial=gpu.identity.serial,
-            shapes=self.config.shapes if shapes is None else shapes,
+            recovery_action=recovery_action,
+            shapes=shapes,
         )
-        process = start_process(mode, spec, hardware=self.config.hardware, recovery_action=recovery_action)
-        self._drop_background_trap(gpu)
-        gpu.process = process
-        self._activate(gpu)
-        return process
+
+    def fail_now(
+        self, gpu: GpuState, process: FailureProcess, t: float, *, injected: bool = False
+    ) -> FailureRecord:
+        """Apply a process's failure at `t`: ground truth, device-plugin health, node and workloads."""
+        return self.failures.fail_now(gpu, process, t, injected=injected)
 
     def fail_early(self, name: str, gpu: int) -> FailureRecord:
         """Let the failure under way on a GPU happen now rather than at its time (a demo cannot wait
@@ -397,84 +306,6 @@ class FleetSim:
         if process is None:
             raise injection.InjectionError(f"GPU {gpu} of {name} has no failure under way")
         return self.fail_now(state, process, self._t, injected=True)
-
-    def _activate(self, gpu: GpuState) -> None:
-        self._active[gpu.identity.serial] = gpu
-
-    def _integrate(self, t0: float, t1: float) -> None:
-        rng = self._streams.precursors
-        dt = t1 - t0
-        if dt <= 0.0 and not self._active:
-            return
-        self.background.advance(t1)
-        for serial, gpu in list(self._active.items()):
-            if gpu.sbe_per_s > 0.0:
-                gpu.add_sbe(poisson(rng, gpu.sbe_per_s * dt))
-            if gpu.nvlink_noise_per_s > 0.0:
-                crc = poisson(rng, gpu.nvlink_noise_per_s * dt)
-                gpu.nvlink_flit += crc // 2
-                gpu.nvlink_data += crc - crc // 2
-            process = gpu.process
-            if process is not None:
-                process.advance(gpu, t0, t1, rng)
-                if process.fail_at <= t1:
-                    self.fail_now(gpu, process, max(process.fail_at, t0))
-                elif process.finished(t1):
-                    gpu.process = None
-            if not gpu.active:
-                del self._active[serial]
-
-    def fail_now(
-        self, gpu: GpuState, process: FailureProcess, t: float, *, injected: bool = False
-    ) -> FailureRecord:
-        """Apply a process's failure at `t`: ground truth, device-plugin health, node and workloads."""
-        node = self.nodes[self._node_index(gpu)]
-        outcome = process.fail(gpu, t)
-        gpu.process = None
-        cls = catalog.expected_class(outcome.xid, row_remap_failure=outcome.row_remap_failure)
-        gpu.failed = cls.is_hardware
-        gpu.unhealthy = gpu.unhealthy or catalog.marks_unhealthy(outcome.xid)
-        identity = gpu.identity
-        start = process.precursor_start
-        record = FailureRecord(
-            id=self._truth.next_failure_id(),
-            node=node.name,
-            gpu=identity.index,
-            uuid=identity.uuid,
-            mode=process.mode.value,
-            category=process.category,
-            precursor_start=start,
-            failure_time=t,
-            lead_time_s=None if start is None else t - start,
-            xid=outcome.xid,
-            fault_class=catalog.xid_class(outcome.xid).value,
-            expected_class=cls.value,
-            row_remap_failure=outcome.row_remap_failure,
-            vanished=outcome.vanish,
-            injected=injected or process.category == "injected",
-            detail=outcome.detail,
-            precursor_strength=process.strength or classic_strength(start, outcome.detail),
-        )
-        self._truth.failures.append(record)
-        if outcome.vanish:
-            self._push(
-                t + self.config.shapes.vanish_delay_s, "vanish", node.index, identity.index, identity.uuid
-            )
-        cause = f"failure:{record.id}"
-        if cls.is_hardware:
-            node.faulted = True
-            node.open_failures.append(record.id)
-            self.scheduler.interrupt_node(node, t, cause)
-            delay = self.config.ops.auto_repair_after_s
-            if delay is not None and node.repair_at is None:
-                node.repair_at = t + delay
-                self._push(node.repair_at, "repair", node.index)
-        else:
-            self.scheduler.interrupt_gpu(node, identity.index, t, cause)
-        return record
-
-    def _node_index(self, gpu: GpuState) -> int:
-        return self._by_name[gpu.identity.node].index
 
     # -- operations ----------------------------------------------------------------------------------
 
@@ -502,12 +333,8 @@ class FleetSim:
 
     # -- timers --------------------------------------------------------------------------------------
 
-    def _push(self, time: float, kind: str, node: int, gpu: int = -1, uuid: str = "") -> None:
-        heapq.heappush(self._timers, _Timer(time, next(self._seq), kind, node, gpu, uuid))
-
     def _run_timers(self, t1: float) -> None:
-        while self._timers and self._timers[0].time <= t1:
-            timer = heapq.heappop(self._timers)
+        for timer in self._timers.due(t1):
             node = self.nodes[timer.node]
             if timer.kind == "vanish":
                 gpu = node.gpus[timer.gpu]

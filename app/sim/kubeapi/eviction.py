@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from app.sim.kubeapi import disruption, errors, pods
+from app.sim.kubeapi import deletion, disruption, errors, pods
 from app.sim.kubeapi.registry import Registry
 from app.sim.kubeapi.resources import PDBS, PODS, JsonObj, Ref
 
@@ -49,7 +49,7 @@ def evict(registry: Registry, ref: Ref, *, body: Any, dry_run: bool = False) -> 
     options, dry_run = _parse_body(ref.name, body, dry_run=dry_run)
     pod = registry.store.require(ref)
     # Preconditions are checked before any budget is spent, so a refused eviction writes nothing.
-    registry.check_preconditions(PODS, pod, preconditions=options.get("preconditions") or {})
+    deletion.check_preconditions(PODS, pod, preconditions=options.get("preconditions") or {})
     if _can_ignore_budget(pod):
         _mark_and_delete(registry, pod, options=options, dry_run=dry_run)
         return errors.success(201)

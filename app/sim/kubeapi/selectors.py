@@ -288,3 +288,15 @@ def parse_field_selector(text: str | None, *, allowed: frozenset[str], resource:
             )
         terms.append(FieldTerm(name, value, op == "!="))
     return FieldSelector(tuple(terms))
+
+
+def field_value(obj: dict[str, Any], label: str) -> str:
+    """The string a field selector compares against; absent booleans read "false" as in Kubernetes."""
+    if label == "source":
+        return str((obj.get("source") or {}).get("component", ""))
+    node: Any = obj
+    for part in label.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, bool) or label in ("spec.unschedulable", "spec.hostNetwork"):
+        return "true" if node else "false"
+    return "" if node is None else str(node)

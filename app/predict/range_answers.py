@@ -1,0 +1,151 @@
+"""A range query's answer on the reader's grid: every sample parsed in one vectorised pass, then the
+wide frame (one row per GPU per step, a column per metric) assembled without copying the samples.
+
+Pure functions over the parsed JSON; a malformed answer raises `Malformed`, which the reader reports as
+Prometheus being unavailable.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from app.predict.promql import gpu_identity
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a bulk read. Parsing a range answer allocates millions
+    of small lists, and the collector would rescan all of them again and again (a read runs several
+    times slower); reference counting still frees them, and the collector runs again afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@dataclass(frozen=True, slots=True)
+class Cells:
+    """One metric's samples of a read, as parallel arrays: the GPU's index, the grid slot, the value."""
+
+    index: npt.NDArray[np.int64]
+    slot: npt.NDArray[np.int64]
+    value: npt.NDArray[np.float64]
+
+
+class Malformed(ValueError):
+    """A range answer whose samples are not [time, value] pairs."""
+
+
+def parse(
+    series: Iterable[Mapping[str, Any]],
+    gpus: dict[tuple[str, int, str], int],
+    *,
+    grid_start: float,
+    step: float,
+    n_times: int,
+    nodes: set[str] | None = None,
+) -> Cells:
+    """Every sample of one query's answer on the grid, in one vectorised pass over all its series.
+
+    Python touches each series once (its labels) and each sample once (flattening); conversion and slotting
+    are numpy's. Values are Prometheus' strings ("NaN" and "+Inf" included), or numbers; one that is neither
+    reads as NaN. Samples off the grid's range are dropped; GPUs are numbered in `gpus` as first seen.
+    """
+    indices: list[int] = []
+    counts: list[int] = []
+    samples: list[Any] = []
+    for one in series:
+        labels = one.get("metric", {})
+        values = one.get("values", [])
+        identity = gpu_identity(labels) if isinstance(labels, Mapping) else None
+        if identity is None or not values or (nodes is not None and identity[0] not in nodes):
+            continue
+        indices.append(gpus.setdefault(identity, len(gpus)))
+        counts.append(len(values))
+        samples.extend(values)
+    flat = list(chain.from_iterable(samples))
+    if len(flat) != 2 * len(samples):
+        raise Malformed("a sample of the answer is not a [time, value] pair")
+    pairs = np.array(flat, dtype=object)
+    del flat
+    t = _floats(pairs[0::2], strict=True)
+    v = _floats(pairs[1::2], strict=False)
+    slot = np.rint((t - grid_start) / step).astype(np.int64)
+    index = np.repeat(np.array(indices, dtype=np.int64), counts)
+    ok = (slot >= 0) & (slot < n_times)
+    return Cells(index=index[ok], slot=slot[ok], value=v[ok])
+
+
+def _floats(items: npt.NDArray[np.object_], *, strict: bool) -> npt.NDArray[np.float64]:
+    """Numbers and numeric strings as float64, exactly as `float()` reads each (numpy calls it per item).
+
+    Not strict: what `float()` refuses reads as NaN, item by item (only then, so the usual case stays fast).
+    """
+    try:
+        return items.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        if strict:
+            raise Malformed(f"a sample time is not a number: {exc}") from exc
+        return np.fromiter((_number(x) for x in items), dtype=np.float64, count=len(items))
+
+
+def _number(text: Any) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def assemble(
+    gpus: Mapping[tuple[str, int, str], int],
+    cells: Mapping[str, Cells],
+    *,
+    grid_start: float,
+    step: float,
+    n_times: int,
+) -> pd.DataFrame:
+    n_gpus = len(gpus)
+    identities = sorted(gpus, key=gpus.__getitem__)
+    times = grid_start + step * np.arange(n_times, dtype=np.float64)
+    keys: dict[str, Any] = {
+        "node": np.repeat(np.array([g[0] for g in identities], dtype=object), n_times),
+        "gpu": np.repeat(np.array([g[1] for g in identities], dtype=np.int64), n_times),
+        "uuid": np.repeat(np.array([g[2] for g in identities], dtype=object), n_times),
+    }
+    values = np.full((len(cells), n_gpus * n_times), np.nan)
+    for column, cell in zip(values, cells.values(), strict=True):
+        # Several series per GPU (pod labels change, both DCGM names): keep the largest value (fmax: a NaN
+        # loses to a number).
+        np.fmax.at(column, cell.index * n_times + cell.slot, cell.value)
+    present = (~np.isnan(values)).any(axis=0).astype(np.int64)
+    return grid_frame(keys, np.tile(times, n_gpus), names=list(cells), values=values, present=present)
+
+
+def grid_frame(
+    keys: Mapping[str, Any],
+    timestamps: npt.NDArray[np.float64],
+    *,
+    names: Sequence[str],
+    values: npt.NDArray[np.float64],
+    present: npt.NDArray[np.int64],
+) -> pd.DataFrame:
+    """The frame: `keys`, timestamp, a column per name (a row of `values`), present. The samples are not
+    copied: pandas keeps float columns as one (columns x rows) block, which `values` already is."""
+    frame = pd.DataFrame(values.T, columns=list(names), copy=False)
+    for position, (key, column) in enumerate(keys.items()):
+        frame.insert(position, key, column)
+    frame.insert(len(keys), "timestamp", timestamps)
+    frame["present"] = present
+    return frame

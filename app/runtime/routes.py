@@ -1,0 +1,226 @@
+"""The HTTP surface: routes, their handlers and the request-metrics middleware.
+
+Handlers are thin: each finds the part it needs in `Services` (503 while it is starting) and hands the
+request to `app.ingest.handlers` (the intake), `app.api` (the JSON API) or `app.status` (the page).
+Writes that change the service's behaviour (breaker reset, model validation) need the webhook's
+credentials.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from app import api, status
+from app.decide import footprint
+from app.ingest import auth, handlers
+from app.kube import errors as kube_errors
+from app.runtime.services import SERVICES, Services
+from app.store import deadletter, journal
+
+log = logging.getLogger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_STATUS_ROWS = 20  # refused and unattributed alerts listed on the status page
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/api/v1/alerts", _alerts)
+    app.router.add_post("/api/v1/gpu-events", _gpu_events)
+    app.router.add_get("/api/v1/actions", _actions)
+    app.router.add_get("/api/v1/rejected", _rejected)
+    app.router.add_get("/api/v1/nodes", _nodes)
+    app.router.add_get("/api/v1/nodes/{name}", _node)
+    app.router.add_get("/api/v1/breaker", _breaker)
+    app.router.add_post("/api/v1/breaker/reset", _breaker_reset)
+    app.router.add_get("/api/v1/model", _model)
+    app.router.add_post("/api/v1/model/validate", _model_validate)
+    app.router.add_post("/api/v1/model/shadow", _model_shadow)
+    app.router.add_get("/", _status_page)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/metrics", _metrics)
+
+
+def _intake(request: web.Request) -> handlers.Intake:
+    services = request.app[SERVICES]
+    if services.inbox is None or services.dead_letters is None:
+        raise web.HTTPServiceUnavailable(text='{"error":"starting"}', content_type="application/json")
+    return handlers.Intake(
+        settings=services.settings,
+        inbox=services.inbox,
+        dead_letters=services.dead_letters,
+        metrics=services.metrics,
+        accepting=lambda: services.leader,
+        clock=services.clock,
+    )
+
+
+def _unauthorised(request: web.Request) -> web.Response | None:
+    """The 401 answer when the caller's credentials fail the webhook's auth; None when they pass."""
+    verdict = auth.check(request.headers.get("Authorization"), request.app[SERVICES].settings.auth)
+    if verdict.ok:
+        return None
+    return web.json_response({"error": "unauthorized", "message": verdict.problem}, status=401)
+
+
+async def _alerts(request: web.Request) -> web.StreamResponse:
+    return await handlers.handle_alerts(request, _intake(request))
+
+
+async def _gpu_events(request: web.Request) -> web.StreamResponse:
+    return await handlers.handle_gpu_events(request, _intake(request))
+
+
+def _journal(request: web.Request) -> journal.Journal:
+    book = request.app[SERVICES].journal
+    if book is None:
+        raise web.HTTPServiceUnavailable(text='{"error":"starting"}', content_type="application/json")
+    return book
+
+
+async def _actions(request: web.Request) -> web.StreamResponse:
+    return await api.actions(request, _journal(request))
+
+
+async def _rejected(request: web.Request) -> web.StreamResponse:
+    letters = request.app[SERVICES].dead_letters
+    if letters is None:
+        raise web.HTTPServiceUnavailable(text='{"error":"starting"}', content_type="application/json")
+    return await api.rejected(request, letters)
+
+
+async def _nodes(request: web.Request) -> web.StreamResponse:
+    return await api.nodes(request, request.app[SERVICES].kube)
+
+
+async def _node(request: web.Request) -> web.StreamResponse:
+    return await api.node(request, request.app[SERVICES].kube, _journal(request))
+
+
+async def _breaker(request: web.Request) -> web.StreamResponse:
+    return await api.breaker(request, request.app[SERVICES].gates)
+
+
+async def _breaker_reset(request: web.Request) -> web.StreamResponse:
+    if (refusal := _unauthorised(request)) is not None:
+        return refusal
+    return await api.breaker_reset(request, request.app[SERVICES].gates)
+
+
+async def _model(request: web.Request) -> web.StreamResponse:
+    return await api.model(request, request.app[SERVICES].shadow)
+
+
+async def _model_validate(request: web.Request) -> web.StreamResponse:
+    if (refusal := _unauthorised(request)) is not None:
+        return refusal
+    services = request.app[SERVICES]
+    job = services.validation
+
+    async def backtest() -> tuple[dict[str, object] | None, str] | None:
+        assert job is not None
+        ran = await job.run_once(requested=True)
+        return None if ran is None else (ran.figures, ran.problem)
+
+    return await api.model_validate(request, services.shadow, backtest if job is not None else None)
+
+
+async def _model_shadow(request: web.Request) -> web.StreamResponse:
+    if (refusal := _unauthorised(request)) is not None:
+        return refusal
+    return await api.model_shadow(request, request.app[SERVICES].shadow)
+
+
+async def _status_page(request: web.Request) -> web.StreamResponse:
+    services = request.app[SERVICES]
+    book = _journal(request)
+    nodes = None
+    if services.kube is not None:
+        try:
+            nodes = await services.kube.list_nodes(label_selector=footprint.STATE)
+        except kube_errors.KubeError as exc:
+            log.warning("status page: cannot list nodes: %s", exc)
+    html = status.render(
+        identity=services.settings.identity,
+        leader=services.leader,
+        dry_run=services.settings.dry_run,
+        paused=services.settings.pause,
+        now=services.clock(),
+        nodes=nodes,
+        entries=await book.entries(limit=50),
+        outcomes=await book.outcomes(limit=300),
+        gates=services.gates,
+        intake=await _intake_problems(services),
+        shadow=await _shadow_view(services),
+    )
+    return web.Response(text=html, content_type="text/html")
+
+
+async def _shadow_view(services: Services) -> dict[str, object] | None:
+    if services.shadow is None:
+        return None
+    try:
+        return api.model_view(services.shadow, await services.shadow.history(limit=_STATUS_ROWS))
+    except sqlite3.Error as exc:
+        log.warning("status page: cannot read the validation log: %s", exc)
+        return api.model_view(services.shadow, [])
+
+
+async def _intake_problems(services: Services) -> status.IntakeProblems | None:
+    """What the status page shows of refused and unattributed alerts; None (said so) if unreadable."""
+    if services.inbox is None or services.dead_letters is None:
+        return None
+    try:
+        unattributed, newest = await services.inbox.unattributed(limit=_STATUS_ROWS)
+        return status.IntakeProblems(
+            rejected_total=await services.dead_letters.count(),
+            rejected=tuple(await services.dead_letters.recent(limit=_STATUS_ROWS)),
+            unattributed_total=unattributed,
+            unattributed=tuple(newest),
+        )
+    except (deadletter.DeadLetterError, sqlite3.Error, ValueError) as exc:
+        log.warning("status page: cannot read refused or unattributed alerts: %s", exc)
+        return None
+
+
+async def _healthz(request: web.Request) -> web.StreamResponse:
+    return web.json_response({"status": "ok"})
+
+
+async def _readyz(request: web.Request) -> web.StreamResponse:
+    services = request.app[SERVICES]
+    if not services.ready:
+        return web.json_response({"status": "starting"}, status=503)
+    return web.json_response({"status": "ready", "leader": services.leader})
+
+
+async def _metrics(request: web.Request) -> web.StreamResponse:
+    services = request.app[SERVICES]
+    if services.inbox is not None:
+        services.metrics.inbox_depth.set(await services.inbox.depth())
+    body = generate_latest(services.metrics.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+@web.middleware
+async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
+    started = time.perf_counter()
+    code = 500
+    try:
+        response = await handler(request)
+        code = response.status
+        return response
+    except web.HTTPException as exc:
+        code = exc.status
+        raise
+    finally:
+        route = request.match_info.route.resource
+        name = route.canonical if route is not None else "unmatched"
+        request.app[SERVICES].metrics.request_seconds.labels(
+            route=name, method=request.method, code=str(code)
+        ).observe(time.perf_counter() - started)

@@ -1,0 +1,76 @@
+"""The live parts of a running service, in one container the handlers, the jobs and the tests reach.
+
+A plain holder: each part is set by the start-up step that creates it (`wiring`, `leadership`,
+`prediction`) and read by the others; nothing here starts, stops or decides anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from app import pipeline, schedule
+from app.act.gatekeeper import GateKeeper
+from app.act.reconcile import Reconciler
+from app.act.shadowing import ShadowKeeper
+from app.classify import signals as classify
+from app.config import rules
+from app.config.settings import Settings
+from app.kube import port
+from app.obs.metrics import Metrics
+from app.store import deadletter, inbox, journal
+
+if TYPE_CHECKING:
+    from app import retraining, scoring, validation
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Services:
+    """The live parts of a running service, reachable from handlers and tests."""
+
+    settings: Settings
+    metrics: Metrics
+    rules: classify.Rules
+    clock: Clock = utc_now
+    inbox: inbox.Inbox | None = None
+    dead_letters: deadletter.DeadLetters | None = None
+    journal: journal.Journal | None = None
+    pipeline: pipeline.Pipeline | None = None
+    kube: port.KubePort | None = None
+    gates: GateKeeper | None = None
+    reconciler: Reconciler | None = None
+    scheduler: schedule.Scheduler | None = None
+    scoring: scoring.Scoring | None = None
+    retraining: retraining.Retraining | None = None
+    shadow: ShadowKeeper | None = None
+    validation: validation.Validation | None = None
+    leader: bool = False
+    ready: bool = False
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    prediction_start: asyncio.Task[None] | None = None
+
+    async def prediction_started(self) -> None:
+        """Wait until risk scoring (and retraining) started, or failed to: it starts in the background."""
+        if self.prediction_start is not None:
+            await asyncio.shield(self.prediction_start)
+
+
+SERVICES = web.AppKey("services", Services)
+
+
+def load_rules(settings: Settings) -> classify.Rules:
+    return classify.Rules(
+        catalog=rules.load_catalog(settings.xid_catalog_file),
+        policy=rules.load_policy(settings.policy_file),
+    )

@@ -1,0 +1,215 @@
+"""The service's parts, created and handed to each other: scheduler, storage, cluster client, actuators.
+
+Each `cleanup_ctx` step here creates its parts on start-up and closes them, in reverse, on shutdown;
+`build_app` orders the steps. Composition only: no decisions, no HTTP handling, no leadership.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from aiohttp import web
+
+from app import pipeline, schedule
+from app.act.drain import Drainer
+from app.act.executor import Executor
+from app.act.gatekeeper import GateKeeper
+from app.act.handoff import HandOff
+from app.act.nodes import NodeWriter
+from app.act.reconcile import Reconciler
+from app.act.recorder import Recorder
+from app.act.remediate import Remediators
+from app.act.shadowing import ShadowKeeper
+from app.act.urgency import Urgency
+from app.act.workload import Restarter
+from app.domain import PodRef, Signal
+from app.ingest import signals
+from app.kube import client as kube_client
+from app.kube import port
+from app.kube.retries import RetryPolicy
+from app.runtime.services import SERVICES, Services
+from app.store import deadletter, inbox, journal
+from app.store.validation import ValidationLog
+
+log = logging.getLogger(__name__)
+
+
+async def run_scheduler(app: web.Application) -> AsyncIterator[None]:
+    """The one scheduler every periodic job runs on; it stops last, after everything that registered jobs."""
+    services = app[SERVICES]
+    services.scheduler = schedule.Scheduler(failures=services.metrics.job_failures)
+    services.scheduler.start()
+    try:
+        yield
+    finally:
+        services.scheduler.shutdown()
+
+
+async def open_storage(app: web.Application) -> AsyncIterator[None]:
+    services = app[SERVICES]
+    settings = services.settings
+    path = Path(settings.inbox.path)
+    write_lock = asyncio.Lock()
+    box = await inbox.Inbox.open(
+        path,
+        max_batch_rows=settings.inbox.max_batch_rows,
+        on_commit=services.metrics.commit_requests.observe,
+        write_lock=write_lock,
+    )
+    journal_db = await inbox.connect(path, durable=False)
+    services.inbox, services.journal = box, await journal.Journal.open(journal_db, write_lock=write_lock)
+    services.shadow = ShadowKeeper(
+        book=await ValidationLog.open(journal_db, write_lock=write_lock),
+        journal=services.journal,
+        policy=services.rules.policy,
+        fleet=settings.prediction.fleet,
+        metrics=services.metrics,
+        clock=services.clock,
+    )
+    await services.shadow.load()
+    services.dead_letters = await deadletter.DeadLetters.open(
+        path, max_rows=settings.inbox.dead_letter_rows, write_lock=write_lock
+    )
+    log.info("inbox %s: %d pending rows to resume", path, await box.depth())
+    try:
+        yield
+    finally:
+        await box.close()
+        await services.dead_letters.close()
+        await journal_db.close()
+
+
+async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
+    """Kubernetes client and the actuators; without a cluster the pipeline journals plans only."""
+    services = app[SERVICES]
+    settings = services.settings
+    box, book = services.inbox, services.journal
+    assert box is not None
+    assert book is not None
+    own_client: kube_client.KubeClient | None = None
+    if services.kube is None and settings.kube.enabled:
+        own_client = await kube_client.connect(
+            kubeconfig=settings.kube.kubeconfig,
+            context=settings.kube.context,
+            in_cluster=settings.kube.in_cluster,
+            qps=settings.kube.qps,
+            burst=settings.kube.burst,
+            retry=RetryPolicy(attempts=settings.kube.retry_attempts, timeout=settings.kube.request_timeout_s),
+            gpu_resources=settings.kube.gpu_resources,
+            now=services.clock,
+        )
+        services.kube = own_client
+    kube = services.kube
+    executor: Executor | None = None
+    drainer: Drainer | None = None
+    restarter: Restarter | None = None
+    writer: NodeWriter | None = None
+    urgency = Urgency()
+    if kube is not None:
+        executor, drainer, restarter, writer = await _actuators(services, kube, book, box, urgency)
+        assert services.shadow is not None
+        services.shadow.speaks_through(
+            Recorder(kube=kube, metrics=services.metrics, clock=services.clock, events=not settings.dry_run),
+            PodRef(settings.pod_namespace, settings.identity),
+        )
+    services.pipeline = pipeline.Pipeline(
+        inbox_=box,
+        journal_=book,
+        rules=services.rules,
+        settings=settings.pipeline,
+        node_keys=signals.NodeKeys.of(settings),
+        metrics=services.metrics,
+        kube=kube,
+        executor=executor,
+        urgency=urgency,
+        shadow=services.shadow,
+        clock=services.clock,
+    )
+    try:
+        yield
+    finally:
+        if drainer is not None:
+            await drainer.stop()
+        if writer is not None:
+            await writer.drain_background()
+        if restarter is not None:
+            await restarter.stop()
+        if own_client is not None:
+            await own_client.close()
+
+
+async def _actuators(
+    services: Services, kube: port.KubePort, book: journal.Journal, box: inbox.Inbox, urgency: Urgency
+) -> tuple[Executor, Drainer, Restarter, NodeWriter]:
+    settings, policy, clock, metrics = (
+        services.settings,
+        services.rules.policy,
+        services.clock,
+        services.metrics,
+    )
+    dry_run = settings.dry_run
+    recorder = Recorder(kube=kube, metrics=metrics, clock=clock, events=not dry_run)
+    gates = GateKeeper(policy=policy.budgets, journal=book, metrics=metrics, clock=clock)
+    await gates.load()
+    nodes = NodeWriter(
+        kube=kube,
+        recorder=recorder,
+        gates=gates,
+        identity=settings.identity,
+        dry_run=dry_run,
+        clock=clock,
+        urgency=urgency,
+    )
+    drainer = Drainer(
+        kube=kube,
+        recorder=recorder,
+        policy=policy.drain,
+        metrics=metrics,
+        clock=clock,
+        dry_run=dry_run,
+        urgency=urgency,
+    )
+    restarter = Restarter(kube=kube, recorder=recorder, clock=clock, dry_run=dry_run)
+    remediators = Remediators(
+        kube=kube, nodes=nodes, recorder=recorder, policy=policy, clock=clock, dry_run=dry_run
+    )
+    handoff = HandOff(
+        nodes=nodes,
+        drainer=drainer,
+        remediators=remediators,
+        recorder=recorder,
+        journal=book,
+        metrics=metrics,
+    )
+    executor = Executor(
+        nodes=nodes,
+        drainer=drainer,
+        handoff=handoff,
+        restarter=restarter,
+        recorder=recorder,
+        journal=book,
+        paused=lambda: services.settings.pause,
+        clock=clock,
+    )
+
+    async def emit(signal: Signal) -> None:
+        await box.append([inbox.record_of(signal)])
+
+    services.gates = gates
+    services.reconciler = Reconciler(
+        kube=kube,
+        nodes=nodes,
+        handoff=handoff,
+        gates=gates,
+        recorder=recorder,
+        journal=book,
+        policy=policy,
+        metrics=metrics,
+        clock=clock,
+        emit=emit,
+        dry_run=dry_run,
+    )
+    return executor, drainer, restarter, nodes

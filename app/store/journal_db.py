@@ -1,0 +1,34 @@
+"""The journal's connection and locks, shared by its tables (`faults`, `outcomes`, `risks`,
+`recheck_queue`) and by the journal that puts them together (`journal.Journal`).
+
+Reads hold the journal's own lock for the statement; writes take the write lock shared with the inbox
+first (see `Inbox`), and a multi-statement write runs in one `BEGIN IMMEDIATE` transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import aiosqlite
+
+
+class JournalDb:
+    def __init__(self, db: aiosqlite.Connection, *, write_lock: asyncio.Lock | None = None) -> None:
+        self._db = db
+        self._lock = asyncio.Lock()
+        self._write_lock = write_lock or asyncio.Lock()  # shared with the inbox: see Inbox
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[None]:
+        """One write transaction under both locks: committed when the block ends, rolled back if it raises
+        (a cancel included)."""
+        async with self._write_lock, self._lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                await self._db.commit()
+            except BaseException:
+                await self._db.rollback()
+                raise

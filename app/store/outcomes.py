@@ -1,0 +1,81 @@
+"""The journal's outcomes: what each action of a plan did (applied, blocked, failed, dry-run), by node.
+
+The quarantine attempts among them are what the weekly attempt cap counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from app.domain import Outcome
+from app.store.journal_db import JournalDb
+
+OUTCOMES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outcomes (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    fault_id     INTEGER,
+    at           TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    track        TEXT NOT NULL,
+    node         TEXT,
+    pod          TEXT,
+    status       TEXT NOT NULL,
+    detail       TEXT NOT NULL,
+    attempts     INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS outcomes_by_node ON outcomes (node, at);
+"""
+
+
+class OutcomeLog(JournalDb):
+    """Outcomes of executed actions, newest last."""
+
+    async def record_outcomes(self, fault_id: int | None, outcomes: Sequence[Outcome]) -> None:
+        if not outcomes:
+            return
+        async with self._transaction():
+            await self._db.executemany(
+                "INSERT INTO outcomes (fault_id, at, kind, track, node, pod, status, detail, attempts) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        fault_id,
+                        o.at.isoformat(),
+                        o.action.kind.value,
+                        o.action.track.value,
+                        o.action.node,
+                        str(o.action.pod) if o.action.pod else None,
+                        o.status.value,
+                        o.detail,
+                        o.attempts,
+                    )
+                    for o in outcomes
+                ],
+            )
+
+    async def outcomes(self, *, node: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        async with (
+            self._lock,
+            self._db.execute(
+                "SELECT fault_id, at, kind, track, node, pod, status, detail, attempts FROM outcomes "
+                "WHERE (? IS NULL OR node = ?) ORDER BY id DESC LIMIT ?",
+                (node, node, limit),
+            ) as cursor,
+        ):
+            rows = await cursor.fetchall()
+        keys = ("fault_id", "at", "kind", "track", "node", "pod", "status", "detail", "attempts")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
+    async def quarantine_times(self, *, node: str, since: datetime) -> list[datetime]:
+        """When `node` was quarantined (applied, not dry-run) since `since`: the weekly attempt cap."""
+        async with (
+            self._lock,
+            self._db.execute(
+                "SELECT at FROM outcomes WHERE node = ? AND kind = 'quarantine' AND status = 'applied' AND at >= ?",
+                (node, since.isoformat()),
+            ) as cursor,
+        ):
+            rows = await cursor.fetchall()
+        return [datetime.fromisoformat(at) for (at,) in rows]
