@@ -55,20 +55,25 @@ SUMMARY_HEADER = (
     "→effect",
     "outcome",
 )
-# What the features that usually drive an HBM risk measure (`app.predict.features`), in a reader's words.
+# What the features that drive the demo's thermal risk (and their neighbours) measure
+# (`app.predict.features`), in a reader's words; a feature without an entry is shown by its name.
 FEATURE_TEXT = {
+    "gpu_temp_vs_baseline_c": "GPU temperature against the GPU's own 7-day baseline, load discounted (°C)",
+    "mem_temp_vs_baseline_c": "memory temperature against the GPU's own 7-day baseline, load discounted (°C)",
+    "mem_gpu_temp_gap_vs_baseline_c": "memory-minus-core temperature gap against its own baseline (°C)",
+    "mem_temp_rise_6h_c": "memory temperature rise over the last 6 h (°C)",
+    "gpu_temp_vs_peers_c": "GPU temperature against the other GPUs of the node (°C)",
+    "mem_temp_vs_peers_c": "memory temperature against the other GPUs of the node (°C)",
+    "thermal_throttle_share_1h": "share of the last hour with a thermal throttle reason",
+    "thermal_throttle_share_6h": "share of the last 6 h with a thermal throttle reason",
+    "hw_slowdown_share_1h": "share of the last hour with HW slowdown",
+    "util_mean_1h": "mean utilisation over the last hour",
     "sbe_rate_1h": "single-bit ECC errors per hour, over the last hour",
-    "sbe_rate_6h": "single-bit ECC errors per hour, over 6 h",
-    "sbe_rate_24h": "single-bit ECC errors per hour, over 24 h",
+    "sbe_vs_baseline_6h_7d": "the 6 h single-bit rate against the GPU's own 7-day rate (log ratio)",
     "sbe_accel_1h_6h": "acceleration: the 1 h single-bit rate against the 6 h rate (log ratio)",
-    "sbe_accel_6h_24h": "acceleration: the 6 h single-bit rate against the 24 h rate (log ratio)",
     "dbe_increase_24h": "double-bit ECC errors in 24 h",
-    "correctable_remapped_rows": "rows remapped after correctable errors",
     "correctable_remapped_rows_growth_24h": "rows remapped in 24 h",
     "row_remap_pending": "a row remap waiting for the next GPU reset",
-    "mem_temp_vs_baseline_c": "memory temperature against the GPU's own baseline",
-    "gpu_temp_vs_peers_c": "GPU temperature against the other GPUs of the node",
-    "util_mean_1h": "mean utilisation over the last hour",
     "hours_since_reset": "hours since the counters last reset (here: since the simulated past began)",
 }
 _LEFT, _RIGHT, _TOP = 330, 60, 34

@@ -1,11 +1,12 @@
 """The scripted faults of the demo, played against a running `Stack`, recorded by a `Recorder`.
 
-0. Prediction (with a `Forecast`: the fleet has a simulated past, `app.demo.prediction`): a GPU's HBM has
-   been degrading for hours, single-bit errors accelerating, no rule firing. The trained model is promoted
-   into the running Sickbay; its next scoring cycle flags the GPU hours before it fails, and the proactive
-   ladder acts: `sickbay.io/at-risk=act:NoSchedule`, a checkpoint request (Event) on each running GPU pod
-   and its owner, nothing drained. Later (before the storm) the predicted failure is brought forward: a
-   double-bit error, XID 48, on a node that had already taken no new work since it was flagged.
+0. Prediction (with a `Forecast`: the fleet has a simulated past, `app.demo.prediction`): a GPU has been
+   in a thermal runaway for hours, its memory creeping hotter than its own baseline and its peers, not yet
+   throttled, no rule firing. The trained model is promoted into the running Sickbay; its next scoring
+   cycle flags the GPU hours before it fails, and the proactive ladder acts:
+   `sickbay.io/at-risk=act:NoSchedule`, a checkpoint request (Event) on each running GPU pod and its owner,
+   nothing drained. Later (before the storm) the predicted failure is brought forward: the GPU falls off
+   the bus (XID 79) on a node that had already taken no new work since it was flagged.
 1. A fatal XID 79 (the GPU fell off the bus) on a node running a rank of a training gang: quarantine
    (`reboot-node`), drain, and the gang's other ranks restarted so they do not hang on a collective.
 2. HBM degradation: single-bit ECC errors accelerate and rows get remapped (XID 63, recorded as a feature)

@@ -72,4 +72,8 @@ async def test_the_shipped_model_loads_in_the_service(tmp_path: Path, aiohttp_cl
     text = await (await client.get("/metrics")).text()
     assert "sickbay_predict_model_loaded 1.0" in text
     assert f'sickbay_model_info{{version="{scoring.service.model.card.version}"}} 1.0' in text
-    assert "sickbay_model_precision 1.0" in text
+    # The gauge carries the card's holdout precision, whatever the shipped model's is.
+    precision = float(scoring.service.model.card.metrics["holdout"]["precision"])
+    (line,) = [x for x in text.splitlines() if x.startswith("sickbay_model_precision ")]
+    assert float(line.split()[1]) == pytest.approx(precision)
+    assert 0.0 < precision <= 1.0

@@ -164,8 +164,8 @@ def test_the_report_explains_the_score_the_drivers_and_the_lead() -> None:
         decided_at=9.0,
         score=0.9145,
         level="act",
-        drivers=(("gpu0:sbe_accel_6h_24h", 6.73),),
-        reason="predicted hardware-fault risk at act (score 0.9145), driven by gpu0:sbe_accel_6h_24h +6.73",
+        drivers=(("gpu0:mem_temp_vs_baseline_c", 6.73),),
+        reason="predicted hardware-fault risk at act (score 0.9145), driven by gpu0:mem_temp_vs_baseline_c +6.73",
         running_at_score_s=9 * HOUR,
         due_at_score_s=6 * HOUR,
         others_max=0.008,
@@ -182,8 +182,9 @@ def test_the_report_explains_the_score_the_drivers_and_the_lead() -> None:
     for text in (
         "0.914",
         "6 h 00 min before",
-        "sbe_accel_6h_24h",
-        "acceleration",
+        "mem_temp_vs_baseline_c",
+        "own 7-day baseline, load discounted",
+        "XID 79",
         "+6.73",
         "0.008",
         "training/a",
@@ -221,3 +222,9 @@ def test_hours_read_as_hours_and_minutes() -> None:
         "9 h 01 min",
         "—",
     ]
+
+
+def test_the_report_explains_only_features_the_model_has() -> None:
+    from app.predict import features  # noqa: PLC0415 - the report itself imports no predictor code
+
+    assert set(report.FEATURE_TEXT) <= set(features.FEATURES)
