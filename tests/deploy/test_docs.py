@@ -117,7 +117,7 @@ def test_the_guide_covers_the_operators_tasks() -> None:
         assert f"deploy/overlays/{name}" in guide
 
 
-@pytest.mark.parametrize("doc", [GUIDE, RUNBOOKS], ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", [GUIDE, RUNBOOKS, DOCS / "architecture.md"], ids=lambda p: p.name)
 def test_links_between_the_docs_resolve(doc: Path) -> None:
     text = doc.read_text(encoding="utf-8")
     for target in re.findall(r"\]\(([^)\s]+)\)", text):
