@@ -61,7 +61,7 @@ def _sim_texts() -> dict[str, str]:
         "agent_series": list(agent_exposition.series_names()),
         "predictor": {
             "source_metrics": list(features.SOURCE_METRICS),
-            "aliases": list(features.ALIASES.items()),
+            "aliases": sorted(features.ALIASES.items()),  # a lookup table: its order means nothing
             "field_groups": {name: list(group) for name, group in features.FIELD_GROUPS.items()},
             "volatile": list(features.VOLATILE_COUNTERS),
         },
