@@ -13,17 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from app import dcgm_fields
 from app.agent import xid as xid_names
-from app.agent.model import (
-    FIELD_SPECS,
-    XID_ERRORS,
-    XID_SPEC,
-    Field,
-    FieldSpec,
-    GpuIdentity,
-    GpuReading,
-    PodRef,
-)
+from app.agent.model import HELP_AS_SERVED, Field, GpuIdentity, GpuReading, PodRef
 
 HostnameLabel = Literal["Hostname", "hostname"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -48,7 +40,8 @@ class Snapshot:
 def render(snapshot: Snapshot, *, hostname: str, hostname_label: HostnameLabel = "Hostname") -> str:
     """All GPU series of one snapshot; a family with no series (unsupported everywhere) is left out."""
     out: list[str] = []
-    for field, spec in FIELD_SPECS.items():
+    for field in Field:
+        spec = dcgm_fields.BY_NAME[field.value]
         lines = [
             _line(
                 field.value,
@@ -58,19 +51,20 @@ def render(snapshot: Snapshot, *, hostname: str, hostname_label: HostnameLabel =
             for sample in snapshot.samples
             if sample.reading is not None and (value := sample.reading.get(field)) is not None
         ]
-        _family(out, field.value, spec, lines)
+        _family(out, field.value, HELP_AS_SERVED.get(field, spec.help), spec.kind, lines)
     xid_lines = [
         _xid_line(sample, snapshot, hostname=hostname, hostname_label=hostname_label)
         for sample in snapshot.samples
     ]
-    _family(out, XID_ERRORS, XID_SPEC, xid_lines)
+    xid = dcgm_fields.XID_ERRORS
+    _family(out, xid.name, xid.help, xid.kind, xid_lines)
     return "".join(out)
 
 
-def _family(out: list[str], name: str, spec: FieldSpec, lines: Sequence[str]) -> None:
+def _family(out: list[str], name: str, help_text: str, kind: str, lines: Sequence[str]) -> None:
     if not lines:
         return
-    out.append(f"# HELP {name} {spec.help}\n# TYPE {name} {spec.prom_type}\n")
+    out.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
     out.extend(lines)
 
 
@@ -80,7 +74,7 @@ def _xid_line(sample: GpuSample, snapshot: Snapshot, *, hostname: str, hostname_
         ("err_code", str(sample.last_xid)),
         ("err_msg", xid_names.describe_xid(sample.last_xid)),
     ]
-    return _line(XID_ERRORS, labels, str(sample.last_xid))
+    return _line(dcgm_fields.XID_ERRORS.name, labels, str(sample.last_xid))
 
 
 def _labels(
@@ -107,7 +101,7 @@ def _labels(
     return labels
 
 
-def _value(value: int | float, spec: FieldSpec) -> str:
+def _value(value: int | float, spec: dcgm_fields.DcgmField) -> str:
     # DCGM prints doubles with Go's %f (six decimals) and int64 fields as plain integers.
     return f"{float(value):f}" if spec.is_float else str(int(value))
 
@@ -124,4 +118,4 @@ def escape(text: str) -> str:
 
 def series_names() -> tuple[str, ...]:
     """Every family name this module can emit, for tests and the dashboards' sake."""
-    return (*(field.value for field in Field), XID_ERRORS)
+    return (*(field.value for field in Field), dcgm_fields.XID_ERRORS.name)

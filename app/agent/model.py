@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
 
-PromType = Literal["gauge", "counter"]
+from app import dcgm_fields
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,65 +39,34 @@ class PodRef:
 
 
 class Field(StrEnum):
-    """A polled reading, named exactly as dcgm-exporter names the series."""
+    """A polled reading, named as dcgm-exporter names the series; the order is /metrics' order."""
 
-    GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
-    MEMORY_TEMP = "DCGM_FI_DEV_MEMORY_TEMP"
-    POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"
-    ECC_SBE_VOL_TOTAL = "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"
-    ECC_DBE_VOL_TOTAL = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
-    ECC_SBE_AGG_TOTAL = "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL"
-    ECC_DBE_AGG_TOTAL = "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"
-    CORRECTABLE_REMAPPED_ROWS = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"
-    UNCORRECTABLE_REMAPPED_ROWS = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
-    ROW_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
-    ROW_REMAP_PENDING = "DCGM_FI_DEV_ROW_REMAP_PENDING"
-    RETIRED_PENDING = "DCGM_FI_DEV_RETIRED_PENDING"
-    PCIE_REPLAY_COUNTER = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
-    NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
-    NVLINK_CRC_DATA_ERROR_COUNT_TOTAL = "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL"
-    NVLINK_REPLAY_ERROR_COUNT_TOTAL = "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL"
-    NVLINK_RECOVERY_ERROR_COUNT_TOTAL = "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"
-    CLOCK_THROTTLE_REASONS = "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"
-
-
-XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"
+    GPU_TEMP = dcgm_fields.GPU_TEMP.name
+    MEMORY_TEMP = dcgm_fields.MEMORY_TEMP.name
+    POWER_USAGE = dcgm_fields.POWER_USAGE.name
+    ECC_SBE_VOL_TOTAL = dcgm_fields.ECC_SBE_VOL_TOTAL.name
+    ECC_DBE_VOL_TOTAL = dcgm_fields.ECC_DBE_VOL_TOTAL.name
+    ECC_SBE_AGG_TOTAL = dcgm_fields.ECC_SBE_AGG_TOTAL.name
+    ECC_DBE_AGG_TOTAL = dcgm_fields.ECC_DBE_AGG_TOTAL.name
+    CORRECTABLE_REMAPPED_ROWS = dcgm_fields.CORRECTABLE_REMAPPED_ROWS.name
+    UNCORRECTABLE_REMAPPED_ROWS = dcgm_fields.UNCORRECTABLE_REMAPPED_ROWS.name
+    ROW_REMAP_FAILURE = dcgm_fields.ROW_REMAP_FAILURE.name
+    ROW_REMAP_PENDING = dcgm_fields.ROW_REMAP_PENDING.name
+    RETIRED_PENDING = dcgm_fields.RETIRED_PENDING.name
+    PCIE_REPLAY_COUNTER = dcgm_fields.PCIE_REPLAY_COUNTER.name
+    NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL = dcgm_fields.NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL.name
+    NVLINK_CRC_DATA_ERROR_COUNT_TOTAL = dcgm_fields.NVLINK_CRC_DATA_ERROR_COUNT_TOTAL.name
+    NVLINK_REPLAY_ERROR_COUNT_TOTAL = dcgm_fields.NVLINK_REPLAY_ERROR_COUNT_TOTAL.name
+    NVLINK_RECOVERY_ERROR_COUNT_TOTAL = dcgm_fields.NVLINK_RECOVERY_ERROR_COUNT_TOTAL.name
+    CLOCK_THROTTLE_REASONS = dcgm_fields.CLOCK_THROTTLE_REASONS.name
 
 
-@dataclass(frozen=True, slots=True)
-class FieldSpec:
-    prom_type: PromType
-    help: str
-    # DCGM stores power as a double and prints it with six decimals; everything else is an integer.
-    is_float: bool = False
-
-
-# The exporter's types: ECC, remap, retirement, replay and NVLink totals are counters; the rest are gauges.
-FIELD_SPECS: Mapping[Field, FieldSpec] = {
-    Field.GPU_TEMP: FieldSpec("gauge", "GPU temperature (in C)."),
-    Field.MEMORY_TEMP: FieldSpec("gauge", "Memory temperature (in C)."),
-    Field.POWER_USAGE: FieldSpec("gauge", "Power draw (in W).", is_float=True),
-    Field.ECC_SBE_VOL_TOTAL: FieldSpec("counter", "Total number of single-bit volatile ECC errors."),
-    Field.ECC_DBE_VOL_TOTAL: FieldSpec("counter", "Total number of double-bit volatile ECC errors."),
-    Field.ECC_SBE_AGG_TOTAL: FieldSpec("counter", "Total number of single-bit persistent ECC errors."),
-    Field.ECC_DBE_AGG_TOTAL: FieldSpec("counter", "Total number of double-bit persistent ECC errors."),
-    Field.CORRECTABLE_REMAPPED_ROWS: FieldSpec("counter", "Number of remapped rows for correctable errors"),
-    Field.UNCORRECTABLE_REMAPPED_ROWS: FieldSpec(
-        "counter", "Number of remapped rows for uncorrectable errors"
-    ),
-    Field.ROW_REMAP_FAILURE: FieldSpec("gauge", "Whether remapping of rows has failed"),
-    Field.ROW_REMAP_PENDING: FieldSpec("gauge", "Whether a row remap waits for the next GPU reset"),
-    Field.RETIRED_PENDING: FieldSpec("counter", "Total number of pages pending retirement."),
-    Field.PCIE_REPLAY_COUNTER: FieldSpec("counter", "Total number of PCIe retries."),
-    Field.NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: FieldSpec(
-        "counter", "Total number of NVLink flow-control CRC errors."
-    ),
-    Field.NVLINK_CRC_DATA_ERROR_COUNT_TOTAL: FieldSpec("counter", "Total number of NVLink data CRC errors."),
-    Field.NVLINK_REPLAY_ERROR_COUNT_TOTAL: FieldSpec("counter", "Total number of NVLink retries."),
-    Field.NVLINK_RECOVERY_ERROR_COUNT_TOTAL: FieldSpec("counter", "Total number of NVLink recovery errors."),
-    Field.CLOCK_THROTTLE_REASONS: FieldSpec("gauge", "Current clock throttle reasons."),
+# The agent's wording of two help strings predates the catalog; it is what deployed agents serve, so it
+# stays until someone changes what /metrics says on purpose.
+HELP_AS_SERVED: Mapping[Field, str] = {
+    Field.ROW_REMAP_PENDING: "Whether a row remap waits for the next GPU reset",
+    Field.CLOCK_THROTTLE_REASONS: "Current clock throttle reasons.",
 }
-XID_SPEC = FieldSpec("gauge", "Value of the last XID error encountered.")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,10 @@ from pytest_aiohttp import AiohttpClient
 from app.agent import exposition, server
 from app.agent.devices import discover_gpus
 from app.agent.exposition import GpuSample, Snapshot
-from app.agent.model import FIELD_SPECS, XID_ERRORS, Field, PodRef
+from app.agent.model import Field, PodRef
 from app.agent.readings import GpuReader
 from app.agent.selfmetrics import create_metrics
+from app.dcgm_fields import BY_NAME, XID_ERRORS
 from tests.agent.fake_pynvml import FakeNvml, make_gpu
 
 BASE_LABELS = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"]
@@ -50,10 +51,10 @@ def test_every_series_has_the_exporter_name_type_and_labels() -> None:
     text = exposition.render(poll(nvml), hostname="node-a")
     found = families(text)
 
-    assert set(found) == {field.value for field in Field} | {XID_ERRORS}
-    for field, spec in FIELD_SPECS.items():
+    assert set(found) == {field.value for field in Field} | {XID_ERRORS.name}
+    for field in Field:
         family = found[field.value]
-        assert family.type == spec.prom_type, field
+        assert family.type == BY_NAME[field.value].kind, field
         assert len(family.samples) == 2
         for sample in family.samples:
             assert list(sample.labels) == BASE_LABELS + POD_LABELS
@@ -71,7 +72,7 @@ def test_every_series_has_the_exporter_name_type_and_labels() -> None:
         "namespace": "",
         "pod": "",
     }
-    assert label_order(text, XID_ERRORS) == [BASE_LABELS + POD_LABELS + ["err_code", "err_msg"]] * 2
+    assert label_order(text, XID_ERRORS.name) == [BASE_LABELS + POD_LABELS + ["err_code", "err_msg"]] * 2
 
 
 def test_counters_keep_their_bare_exporter_names() -> None:
@@ -136,7 +137,7 @@ def test_values_are_read_and_formatted_like_dcgm() -> None:
     assert values["DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL"] == 1
     assert values["DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL"] == 2
     assert values["DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"] == 0
-    assert values[XID_ERRORS] == 0
+    assert values[XID_ERRORS.name] == 0
 
 
 def test_fields_a_gpu_does_not_support_are_skipped_not_fatal() -> None:
@@ -173,7 +174,7 @@ def test_hostname_label_can_use_the_newer_spelling() -> None:
 
 def test_xid_series_holds_the_last_xid_with_code_and_message() -> None:
     text = exposition.render(poll(FakeNvml(1), last_xid=48), hostname="node-a")
-    sample = families(text)[XID_ERRORS].samples[0]
+    sample = families(text)[XID_ERRORS.name].samples[0]
 
     assert sample.value == 48
     assert sample.labels["err_code"] == "48"
@@ -200,7 +201,7 @@ def test_a_lost_gpu_keeps_only_its_xid_series() -> None:
     found = families(text)
 
     assert {s.labels["gpu"] for s in found["DCGM_FI_DEV_GPU_TEMP"].samples} == {"0"}
-    xid = {s.labels["gpu"]: s for s in found[XID_ERRORS].samples}
+    xid = {s.labels["gpu"]: s for s in found[XID_ERRORS.name].samples}
     assert xid["1"].value == 79
     assert xid["1"].labels["err_msg"] == "GPU has fallen off the bus"
 

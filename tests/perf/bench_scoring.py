@@ -51,6 +51,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from app import dcgm_fields
 from app.predict import features, prometheus, promql, recent_window, service
 from app.sim.fleet import backfill
 from tests.perf import machine
@@ -99,7 +100,7 @@ def synthesise(directory: Path, *, nodes: int, steps: int, seed: int = 0) -> pd.
     gpu_temp = (33 + 0.35 * util + rack + rng.normal(0, 1.5, (steps, g))).round()
     mem_temp = (gpu_temp + 9 + rng.normal(0, 1.5, (steps, g))).round()
     capped = (util > 90) & (rng.random((steps, g)) < 0.2)
-    throttle = np.where(capped, features.THROTTLE_SW_POWER_CAP, 0)
+    throttle = np.where(capped, dcgm_fields.THROTTLE_SW_POWER_CAP, 0)
     power_w = 80 + 6 * util
     energy = rng.integers(10**9, 10**11, g) + np.cumsum(power_w * STEP_S * 1000, axis=0).astype(np.int64)
     sbe = trickle(0.02, 0.5)

@@ -6,14 +6,10 @@ from dataclasses import replace
 
 import pytest
 
+from app.dcgm_fields import THROTTLE_HW_THERMAL, THROTTLE_SW_THERMAL
 from app.sim.fleet import FleetSim, InjectionError, SimConfig
 from app.sim.fleet.exposition import render_node
-from app.sim.fleet.metrics import (
-    HEALTH_FAIL,
-    THROTTLE_HW_THERMAL,
-    THROTTLE_SW_THERMAL,
-    Field,
-)
+from app.sim.fleet.metrics import HEALTH_FAIL, Field
 from tests.sim.helpers import gpu_obs, quiet_sim, run, value
 
 HOUR = 3600.0

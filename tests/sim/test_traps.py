@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
+from app.dcgm_fields import THROTTLE_HW_THERMAL, THROTTLE_SW_THERMAL
 from app.sim.fleet import FleetSim, SimConfig
 from app.sim.fleet.exposition import render_node
-from app.sim.fleet.metrics import THROTTLE_HW_THERMAL, THROTTLE_SW_THERMAL, Field
+from app.sim.fleet.metrics import Field
 from tests.sim.helpers import quiet_config, run
 
 DAY = 86400.0

@@ -1,42 +1,46 @@
 """The dcgm-exporter fields the features read, their DCGM 4.6 aliases, and the constants they decode with.
 
-Names are the pre-4.6 ones (the exporter names a metric after its counters file, so either may appear;
-`ALIASES` maps the new to the old). XID groups and throttle bits are constants: the model was trained on
-them, so an operator's catalog override must not move them.
+Names, renames and the exporter's field groups are the field catalog's (`app.dcgm_fields`); this module
+says which of them the features read and how training drops them. Names are the pre-4.6 ones (the
+exporter names a metric after its counters file, so either may appear; `ALIASES` maps the new to the
+old). XID groups are constants: the model was trained on them, so an operator's catalog override must
+not move them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from app import dcgm_fields
+
 # DCGM's "blank" values (e.g. MEMORY_TEMP 9223372036854775794 when unsupported) are missing values.
 DCGM_BLANK_MIN = 9.0e18
 
-F = "DCGM_FI_DEV_"
-SBE_VOL = F + "ECC_SBE_VOL_TOTAL"
-SBE_AGG = F + "ECC_SBE_AGG_TOTAL"
-DBE_VOL = F + "ECC_DBE_VOL_TOTAL"
-DBE_AGG = F + "ECC_DBE_AGG_TOTAL"
-ROWS_CORRECTABLE = F + "CORRECTABLE_REMAPPED_ROWS"
-ROWS_UNCORRECTABLE = F + "UNCORRECTABLE_REMAPPED_ROWS"
-REMAP_PENDING = F + "ROW_REMAP_PENDING"
-REMAP_FAILURE = F + "ROW_REMAP_FAILURE"
-RETIRED_PENDING = F + "RETIRED_PENDING"
-RETIRED_SBE = F + "RETIRED_SBE"
-RETIRED_DBE = F + "RETIRED_DBE"
-GPU_TEMP = F + "GPU_TEMP"
-MEMORY_TEMP = F + "MEMORY_TEMP"
-GPU_UTIL = F + "GPU_UTIL"
-THROTTLE = F + "CLOCK_THROTTLE_REASONS"
-THERMAL_VIOLATION = F + "THERMAL_VIOLATION"
-POWER_VIOLATION = F + "POWER_VIOLATION"
-PCIE_REPLAY = F + "PCIE_REPLAY_COUNTER"
-NVLINK_CRC_FLIT = F + "NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
-NVLINK_CRC_DATA = F + "NVLINK_CRC_DATA_ERROR_COUNT_TOTAL"
-NVLINK_REPLAY = F + "NVLINK_REPLAY_ERROR_COUNT_TOTAL"
-NVLINK_RECOVERY = F + "NVLINK_RECOVERY_ERROR_COUNT_TOTAL"
-XID = F + "XID_ERRORS"
-ENERGY = F + "TOTAL_ENERGY_CONSUMPTION"
+# The catalog's names under the features' short names (many call sites read these).
+SBE_VOL = dcgm_fields.ECC_SBE_VOL_TOTAL.name
+SBE_AGG = dcgm_fields.ECC_SBE_AGG_TOTAL.name
+DBE_VOL = dcgm_fields.ECC_DBE_VOL_TOTAL.name
+DBE_AGG = dcgm_fields.ECC_DBE_AGG_TOTAL.name
+ROWS_CORRECTABLE = dcgm_fields.CORRECTABLE_REMAPPED_ROWS.name
+ROWS_UNCORRECTABLE = dcgm_fields.UNCORRECTABLE_REMAPPED_ROWS.name
+REMAP_PENDING = dcgm_fields.ROW_REMAP_PENDING.name
+REMAP_FAILURE = dcgm_fields.ROW_REMAP_FAILURE.name
+RETIRED_PENDING = dcgm_fields.RETIRED_PENDING.name
+RETIRED_SBE = dcgm_fields.RETIRED_SBE.name
+RETIRED_DBE = dcgm_fields.RETIRED_DBE.name
+GPU_TEMP = dcgm_fields.GPU_TEMP.name
+MEMORY_TEMP = dcgm_fields.MEMORY_TEMP.name
+GPU_UTIL = dcgm_fields.GPU_UTIL.name
+THROTTLE = dcgm_fields.CLOCK_THROTTLE_REASONS.name
+THERMAL_VIOLATION = dcgm_fields.THERMAL_VIOLATION.name
+POWER_VIOLATION = dcgm_fields.POWER_VIOLATION.name
+PCIE_REPLAY = dcgm_fields.PCIE_REPLAY_COUNTER.name
+NVLINK_CRC_FLIT = dcgm_fields.NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL.name
+NVLINK_CRC_DATA = dcgm_fields.NVLINK_CRC_DATA_ERROR_COUNT_TOTAL.name
+NVLINK_REPLAY = dcgm_fields.NVLINK_REPLAY_ERROR_COUNT_TOTAL.name
+NVLINK_RECOVERY = dcgm_fields.NVLINK_RECOVERY_ERROR_COUNT_TOTAL.name
+XID = dcgm_fields.XID_ERRORS.name
+ENERGY = dcgm_fields.TOTAL_ENERGY_CONSUMPTION.name
 
 # Every dcgm-exporter field the features read: one PromQL query each per scoring cycle.
 SOURCE_METRICS: tuple[str, ...] = (
@@ -66,19 +70,10 @@ SOURCE_METRICS: tuple[str, ...] = (
     ENERGY,
 )
 
-# DCGM 4.6 names (left) of the fields above (right); the exporter names a metric after its counters file,
-# so either may appear. The same list as the rule bundle's; UNCORRECTABLE's new name is by symmetry.
+# DCGM 4.6 names (left) of the fields above (right), from the catalog; the exporter names a metric after
+# its counters file, so either may appear.
 ALIASES: Mapping[str, str] = {
-    F + "XID_ERROR": XID,
-    F + "PCIE_REPLAY_TOTAL": PCIE_REPLAY,
-    F + "ROW_REMAP_FAILED": REMAP_FAILURE,
-    F + "PAGE_RETIRED_PENDING": RETIRED_PENDING,
-    F + "NVLINK_CRC_FLIT_ERROR_TOTAL": NVLINK_CRC_FLIT,
-    F + "NVLINK_CRC_DATA_ERROR_TOTAL": NVLINK_CRC_DATA,
-    F + "CLOCKS_EVENT_REASONS": THROTTLE,
-    F + "GPU_TEMP_CELSIUS": GPU_TEMP,
-    F + "ROW_REMAP_CORRECTABLE_TOTAL": ROWS_CORRECTABLE,
-    F + "ROW_REMAP_UNCORRECTABLE_TOTAL": ROWS_UNCORRECTABLE,
+    new: old for new, old in dcgm_fields.OLD_NAME_OF.items() if old in SOURCE_METRICS
 }
 
 # Counters that restart at zero on a reboot: a decrease in any of them marks a reset.
@@ -92,12 +87,6 @@ VOLATILE_COUNTERS: tuple[str, ...] = (
     THERMAL_VIOLATION,
     POWER_VIOLATION,
 )
-
-THROTTLE_SW_POWER_CAP = 0x4
-THROTTLE_HW_SLOWDOWN = 0x8
-THROTTLE_SW_THERMAL = 0x20
-THROTTLE_HW_THERMAL = 0x40
-THROTTLE_HW_POWER_BRAKE = 0x80
 
 # XID classes as ARCHITECTURE.md's defaults have them, grouped for features. The features must not move
 # when an operator overrides the catalog (the model was trained on these groups), so they are constants.
@@ -113,12 +102,12 @@ XID_HARDWARE = frozenset(
 # violation fields and not others — TELEMETRY.md, "Healthy hardware is not silent"). Training drops
 # whole groups at random so the model learns to score without them; `missing_fields` reports them.
 FIELD_GROUPS: Mapping[str, tuple[str, ...]] = {
-    "ecc": (SBE_VOL, SBE_AGG, DBE_VOL, DBE_AGG),
+    "ecc": tuple(field.name for field in dcgm_fields.ECC),
     "row_remap": (ROWS_CORRECTABLE, ROWS_UNCORRECTABLE, REMAP_PENDING, REMAP_FAILURE),
-    "page_retirement": (RETIRED_PENDING, RETIRED_SBE, RETIRED_DBE),
+    "page_retirement": tuple(field.name for field in dcgm_fields.RETIRED_PAGES),
     "memory_temp": (MEMORY_TEMP,),
     "throttle_reasons": (THROTTLE,),
-    "violations": (THERMAL_VIOLATION, POWER_VIOLATION),
+    "violations": tuple(field.name for field in dcgm_fields.VIOLATIONS),
     "pcie": (PCIE_REPLAY,),
     "nvlink_crc_flit": (NVLINK_CRC_FLIT,),
     "nvlink_extended": (NVLINK_CRC_DATA, NVLINK_REPLAY, NVLINK_RECOVERY),

@@ -6,6 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.dcgm_fields import (
+    THROTTLE_HW_POWER_BRAKE,
+    THROTTLE_HW_SLOWDOWN,
+    THROTTLE_HW_THERMAL,
+    THROTTLE_SW_POWER_CAP,
+    THROTTLE_SW_THERMAL,
+)
 from app.predict.features.fields import (
     GPU_TEMP,
     GPU_UTIL,
@@ -13,11 +20,6 @@ from app.predict.features.fields import (
     POWER_VIOLATION,
     THERMAL_VIOLATION,
     THROTTLE,
-    THROTTLE_HW_POWER_BRAKE,
-    THROTTLE_HW_SLOWDOWN,
-    THROTTLE_HW_THERMAL,
-    THROTTLE_SW_POWER_CAP,
-    THROTTLE_SW_THERMAL,
 )
 from app.predict.features.frame import Normalised
 from app.predict.features.series import W1H, W6H, W7D, Array, Series, counter, rate, share

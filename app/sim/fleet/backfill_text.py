@@ -25,7 +25,7 @@ from app.sim.fleet.backfill_results import WriteStats
 HostLabel = Literal["Hostname", "hostname", "node", "kubernetes_node"]
 PIECE_SAMPLES = 1_000_000  # per string-building step: ~120 MB of text
 _TYPES: dict[str, tuple[str, str]] = {
-    spec.name: ("unknown" if spec.prom_type == "counter" else spec.prom_type, spec.help)
+    spec.name: ("unknown" if spec.kind == "counter" else spec.kind, spec.help)
     for spec in (*metrics.SPECS, metrics.XID_SPEC)
 }
 

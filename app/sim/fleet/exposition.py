@@ -16,11 +16,11 @@ names; `node` and `kubernetes_node` host labels are what a Prometheus relabellin
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Iterator, Sequence
 from typing import Literal
 
+from app import dcgm_fields
 from app.sim.fleet import catalog, fieldsets, metrics
 from app.sim.fleet.fleet import NodeGpuCapacity
 from app.sim.fleet.observe import GpuObservation, NodeObservation
@@ -78,7 +78,7 @@ def _target(node: NodeObservation, enabled: bool) -> str:
     return f',instance="{exporter_instance(node.node)}",job="{EXPORTER_JOB}"'
 
 
-def format_value(value: float, spec: metrics.MetricSpec) -> str:
+def format_value(value: float, spec: dcgm_fields.DcgmField) -> str:
     # DCGM prints doubles with Go's %f (six decimals) and int64 fields as plain integers.
     return f"{value:f}" if spec.is_float else str(int(value))
 
@@ -86,7 +86,7 @@ def format_value(value: float, spec: metrics.MetricSpec) -> str:
 @functools.cache
 def exposed_specs(
     fields: frozenset[str] | None, dcgm_4_6: bool
-) -> tuple[tuple[metrics.MetricSpec, metrics.Field], ...]:
+) -> tuple[tuple[dcgm_fields.DcgmField, metrics.Field], ...]:
     """The value families an exporter view exposes, each with its field, under the view's names."""
     return tuple(
         (_named(spec, dcgm_4_6), field)
@@ -95,9 +95,8 @@ def exposed_specs(
     )
 
 
-def _named(spec: metrics.MetricSpec, dcgm_4_6: bool) -> metrics.MetricSpec:
-    name = fieldsets.exported_name(spec.name, dcgm_4_6=dcgm_4_6)
-    return spec if name == spec.name else dataclasses.replace(spec, name=name)
+def _named(spec: dcgm_fields.DcgmField, dcgm_4_6: bool) -> dcgm_fields.DcgmField:
+    return spec.exported(dcgm_4_6=dcgm_4_6)
 
 
 def family_samples(
@@ -107,7 +106,7 @@ def family_samples(
     target_labels: bool = False,
     pod_labels: bool = True,
     view: ExporterView = CLASSIC_VIEW,
-) -> Iterator[tuple[metrics.MetricSpec, list[Sample]]]:
+) -> Iterator[tuple[dcgm_fields.DcgmField, list[Sample]]]:
     """Each family with its samples over the given exporters, in exposition order; empty families skipped.
 
     `target_labels` adds the `instance` and `job` labels Prometheus would attach when scraping (for
@@ -143,7 +142,7 @@ def family_samples(
 
 def _xid_family(
     gpus: list[tuple[GpuObservation, str]], dcgm_4_6: bool
-) -> tuple[metrics.MetricSpec, list[Sample]]:
+) -> tuple[dcgm_fields.DcgmField, list[Sample]]:
     return (
         _named(metrics.XID_SPEC, dcgm_4_6),
         [
@@ -169,7 +168,7 @@ def render_node(
     for spec, samples in family_samples(
         (node,), hostname_label=hostname_label, pod_labels=pod_labels, view=view
     ):
-        out.append(f"# HELP {spec.name} {spec.help}\n# TYPE {spec.name} {spec.prom_type}\n")
+        out.append(f"# HELP {spec.name} {spec.help}\n# TYPE {spec.name} {spec.kind}\n")
         out.extend(f"{spec.name}{{{labels}}} {value}\n" for labels, value in samples)
     return "".join(out)
 

@@ -16,61 +16,32 @@ file the fleet runs (NVIDIA/dcgm-exporter, etc/default-counters.csv and etc/dcp-
   `default-nvlink-flit` (ECC and the flow-control CRC counter on; NVLink replay, recovery and data CRC off,
   as in the fleet of issue 12).
 
-DCGM 4.6 renamed several fields and keeps the old ones as aliases; a fleet on 4.6 names exposes the new
-names. The name pairs are the predictor's own table (`app.predict.features.ALIASES`), so both read alike.
+The groups and the DCGM 4.6 renames are the field catalog's (`app.dcgm_fields`), which the agent and the
+predictor read too; a fleet on 4.6 names exposes the new names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from app.predict.features import ALIASES
+from app import dcgm_fields
 from app.sim.fleet import metrics
 
-F = "DCGM_FI_DEV_"
-DEFAULT_FIELDS: frozenset[str] = frozenset(
-    F + name
-    for name in (
-        "SM_CLOCK",
-        "MEM_CLOCK",
-        "MEMORY_TEMP",
-        "GPU_TEMP",
-        "POWER_USAGE",
-        "TOTAL_ENERGY_CONSUMPTION",
-        "PCIE_REPLAY_COUNTER",
-        "GPU_UTIL",
-        "MEM_COPY_UTIL",
-        "XID_ERRORS",
-        "FB_FREE",
-        "FB_USED",
-        "UNCORRECTABLE_REMAPPED_ROWS",
-        "CORRECTABLE_REMAPPED_ROWS",
-        "ROW_REMAP_FAILURE",
-    )
-)
-ECC_FIELDS = frozenset(F + f"ECC_{kind}_{scope}_TOTAL" for kind in ("SBE", "DBE") for scope in ("VOL", "AGG"))
-RETIRED_FIELDS = frozenset(F + f"RETIRED_{kind}" for kind in ("SBE", "DBE", "PENDING"))
-NVLINK_FIELDS = frozenset(
-    F + f"NVLINK_{name}_COUNT_TOTAL"
-    for name in ("CRC_FLIT_ERROR", "CRC_DATA_ERROR", "REPLAY_ERROR", "RECOVERY_ERROR")
-)
-VIOLATION_FIELDS = frozenset({F + "POWER_VIOLATION", F + "THERMAL_VIOLATION"})
-EXTENDED_FIELDS = DEFAULT_FIELDS | ECC_FIELDS | RETIRED_FIELDS | NVLINK_FIELDS | VIOLATION_FIELDS
+DEFAULT_FIELDS = dcgm_fields.names(dcgm_fields.DEFAULT_COUNTERS)
+ECC_FIELDS = dcgm_fields.names(dcgm_fields.ECC)
+EXTENDED_FIELDS = dcgm_fields.names(dcgm_fields.EXTENDED_COUNTERS)
 ALL_FIELDS = frozenset(metrics.all_family_names())
 
 FIELD_SETS: Mapping[str, frozenset[str] | None] = {
     "full": None,
     "extended": EXTENDED_FIELDS,
-    "dcp": DEFAULT_FIELDS | {F + "RETIRED_SBE", F + "RETIRED_DBE"},
+    "dcp": dcgm_fields.names(dcgm_fields.DCP_COUNTERS),
     "default": DEFAULT_FIELDS,
     "default-ecc": DEFAULT_FIELDS | ECC_FIELDS,
-    "default-nvlink-flit": DEFAULT_FIELDS | ECC_FIELDS | {F + "NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"},
+    "default-nvlink-flit": DEFAULT_FIELDS | ECC_FIELDS | {dcgm_fields.NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL.name},
 }
 # The fields a drawn partial set may leave out (the default file's own fields are always there).
 OPTIONAL_FIELDS: tuple[str, ...] = tuple(sorted(ALL_FIELDS - DEFAULT_FIELDS))
-
-# Pre-4.6 name -> DCGM 4.6 name, for the fields 4.6 renamed.
-RENAMED_IN_4_6: Mapping[str, str] = {old: new for new, old in ALIASES.items()}
 
 
 def exposed(fields: frozenset[str] | None, name: str) -> bool:
@@ -80,7 +51,7 @@ def exposed(fields: frozenset[str] | None, name: str) -> bool:
 
 def exported_name(name: str, *, dcgm_4_6: bool) -> str:
     """The family name an exporter on these names writes for a pre-4.6 field name."""
-    return RENAMED_IN_4_6.get(name, name) if dcgm_4_6 else name
+    return dcgm_fields.RENAMED_IN_4_6.get(name, name) if dcgm_4_6 else name
 
 
 def missing_fields(fields: frozenset[str] | None, wanted: Iterable[str]) -> tuple[str, ...]:

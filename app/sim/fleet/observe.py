@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app import dcgm_fields
 from app.sim.fleet import metrics
 from app.sim.fleet.gpu import NO_EFFECTS, Effects, GpuIdentity, GpuState
 from app.sim.fleet.nodes import NodeState
@@ -97,12 +98,12 @@ class Observer:
             util = min(100.0, max(1.0, util + 2.5 * noise(self.seed, serial, tick, 1)))
         throttle = effects.throttle | self._ambient_throttle(node, gpu, t, busy=busy)
         if t < gpu.brake_until:
-            throttle |= metrics.THROTTLE_HW_POWER_BRAKE
+            throttle |= dcgm_fields.THROTTLE_HW_POWER_BRAKE
         clock_factor = effects.clock_factor
         if t < gpu.slowdown_until and busy:
-            throttle |= metrics.THROTTLE_HW_SLOWDOWN
+            throttle |= dcgm_fields.THROTTLE_HW_SLOWDOWN
             clock_factor *= 0.7
-        if throttle & metrics.THROTTLE_SW_POWER_CAP:
+        if throttle & dcgm_fields.THROTTLE_SW_POWER_CAP:
             clock_factor *= 0.96
         offset = self.rack_offsets[node.rack] + gpu.temp_offset_c
         gpu_temp = AMBIENT_C + offset + 0.42 * util + 0.8 * noise(self.seed, serial, tick, 2)
@@ -151,16 +152,16 @@ class Observer:
 
     def _ambient_throttle(self, node: NodeState, gpu: GpuState, t: float, *, busy: bool) -> int:
         if not busy:
-            return metrics.THROTTLE_IDLE
+            return dcgm_fields.THROTTLE_IDLE
         minute = int(t // 60.0)
         bits = 0
         if unit(self.seed, gpu.identity.serial, minute, _POWER_CAP_SALT) < self.background.power_cap_share:
-            bits |= metrics.THROTTLE_SW_POWER_CAP
+            bits |= dcgm_fields.THROTTLE_SW_POWER_CAP
         share = self.background.sync_boost_share
         if share > 0.0 and unit(self.seed, gpu.identity.serial, minute, _SYNC_BOOST_SALT) < share:
             bits |= THROTTLE_SYNC_BOOST
         if node.hot and self._hot_blip(node, minute):
-            bits |= metrics.THROTTLE_SW_THERMAL
+            bits |= dcgm_fields.THROTTLE_SW_THERMAL
         return bits
 
     def _hot_blip(self, node: NodeState, minute: int) -> bool:

@@ -101,7 +101,7 @@ class OpenMetricsWriter:
         for spec, samples in exposition.family_samples(
             frame.nodes, hostname_label=self.hostname_label, target_labels=self.target_labels, view=self.view
         ):
-            name, om_type, sample_name = self._family(spec.name, spec.prom_type)
+            name, om_type, sample_name = self._family(spec.name, spec.kind)
             yield _Family(name, om_type, spec.help, sample_name, samples)
         if not self.target_labels:
             return
@@ -155,5 +155,5 @@ class OpenMetricsWriter:
 def family_names(counter_style: CounterStyle = "unknown") -> tuple[str, ...]:
     """The sample names a backfill will create, for tests and queries."""
     suffix = "_total" if counter_style == "suffixed" else ""
-    counters = (spec.name + (suffix if spec.prom_type == "counter" else "") for spec in metrics.SPECS)
+    counters = (spec.name + (suffix if spec.kind == "counter" else "") for spec in metrics.SPECS)
     return (*counters, metrics.XID_SPEC.name, metrics.HEALTH_SPEC.name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 
+from app import dcgm_fields
 from app.sim.fleet import metrics
 from app.sim.fleet.gpu import NO_EFFECTS, Effects, GpuState
 from app.sim.fleet.params import FailureMode
@@ -37,13 +38,13 @@ class ThermalRunaway(FailureProcess):
     def throttle_bits(self, t: float, progress: float) -> int:
         shapes = self.shapes
         if progress >= shapes.thermal_hw_throttle_at:
-            bits = metrics.THROTTLE_SW_THERMAL | metrics.THROTTLE_HW_THERMAL
+            bits = dcgm_fields.THROTTLE_SW_THERMAL | dcgm_fields.THROTTLE_HW_THERMAL
             if progress >= _HW_SLOWDOWN_AT:
-                bits |= metrics.THROTTLE_HW_SLOWDOWN
+                bits |= dcgm_fields.THROTTLE_HW_SLOWDOWN
             return bits
         minute = int(t // 60.0)
         if unit(self.seed, self.serial, minute, _THROTTLE_SALT) < self.duty(progress):
-            return metrics.THROTTLE_SW_THERMAL
+            return dcgm_fields.THROTTLE_SW_THERMAL
         return 0
 
     def advance(self, gpu: GpuState, t0: float, t1: float, rng: random.Random) -> None:
@@ -64,7 +65,7 @@ class ThermalRunaway(FailureProcess):
         factor = 1.0
         if throttle:
             health = (("THERMAL", metrics.HEALTH_WARN, "DCGM_FR_CLOCK_THROTTLE_THERMAL"),)
-            factor = 0.6 if throttle & metrics.THROTTLE_HW_THERMAL else 0.85
+            factor = 0.6 if throttle & dcgm_fields.THROTTLE_HW_THERMAL else 0.85
         return Effects(
             gpu_temp_c=shapes.thermal_gpu_rise_c * progress**2,
             mem_temp_c=shapes.thermal_mem_rise_c * progress**2,
