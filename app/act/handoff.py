@@ -21,7 +21,7 @@ from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
 from app.act.remediate import Remediators
 from app.decide import drains
-from app.domain import Action, ActionKind, FaultClass, OutcomeStatus, PodRef, Track
+from app.domain import Action, ActionKind, FaultClass, Outcome, OutcomeStatus, PodRef, Track
 from app.kube import errors
 from app.obs.metrics import Metrics
 from app.store.journal import Journal
@@ -86,8 +86,16 @@ class HandOff:
             await self._failed(result, fault_class, reason=reason, fault_id=fault_id)
             return
         if remediate:
-            done = await self._remediators.request(result.node, fault_class, reason=reason)
-            await self._journal.record_outcomes(fault_id, [done])
+            await self.request(result.node, fault_class, reason=reason, fault_id=fault_id)
+
+    async def request(
+        self, node: str, remediation: FaultClass, *, reason: str, fault_id: int | None = None
+    ) -> Outcome:
+        """Hand an empty node to the remediator for `remediation` and journal the outcome: after its drain,
+        and again for `replace` when reconciliation escalates a remediation that timed out."""
+        done = await self._remediators.request(node, remediation, reason=reason)
+        await self._journal.record_outcomes(fault_id, [done])
+        return done
 
     async def _failed(
         self, result: drains.DrainResult, fault_class: FaultClass, *, reason: str, fault_id: int | None

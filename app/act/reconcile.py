@@ -135,10 +135,11 @@ class Reconciler:
                 await self._nodes.set_state(node.name, RemediationState.VERIFYING)
                 await self._recorder.node_event(node.name, "SickbayVerifying", why)
             case reconciling.Escalate(why=why):
+                # The replace remediator is asked as after a drain: its custom resource or webhook too. The
+                # request rewrites remediation-requested, so a later round has nothing left to escalate;
+                # a request that failed leaves it as it was, and the next round asks again.
                 await self._recorder.node_event(node.name, "SickbayRemediationTimedOut", why, warning=True)
-                await self._nodes.set_state(
-                    node.name, RemediationState.REMEDIATING, remediation_requested=FaultClass.REPLACE.value
-                )
+                await self._handoff.request(node.name, FaultClass.REPLACE, reason=why)
             case reconciling.Wait(why=why):
                 log.debug("reconcile: %s: %s", node.name, why)
 

@@ -72,7 +72,8 @@ class Verify:
 
 @dataclass(frozen=True, slots=True)
 class Escalate:
-    """The remediation timed out: ask for `replace` instead."""
+    """The remediation timed out: hand the node to the `replace` remediator instead (once: the request
+    rewrites `remediation-requested`, and a node asked for `replace` has nothing left to escalate to)."""
 
     why: str
 

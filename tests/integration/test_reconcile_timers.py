@@ -10,10 +10,15 @@ timeout counts from `sickbay.io/remediation-requested-at` the same way.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from app.decide import footprint
 from tests.integration.remediation_world import Clock, World, eventually, open_world, write_policy
@@ -134,3 +139,78 @@ async def test_a_remediation_past_its_timeout_escalates_to_replace_once(tmp_path
         assert len(timed_out) == 1, "escalated once, not again each round"
         assert "reset-gpu did not complete within 1:00:00" in timed_out[0].message
         assert await held(world)
+
+
+@contextlib.asynccontextmanager
+async def remediation_webhook() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    """A remediator's webhook: its URL and the requests it received, in order."""
+    received: list[dict[str, Any]] = []
+
+    async def remediate(request: web.Request) -> web.Response:
+        received.append(await request.json())
+        return web.json_response({"accepted": True})
+
+    app = web.Application()
+    app.router.add_post("/remediate", remediate)
+    server = TestServer(app)
+    await server.start_server()
+    try:
+        yield str(server.make_url("/remediate")), received
+    finally:
+        await server.close()
+
+
+async def test_an_escalation_asks_the_replace_remediator_once(tmp_path: Path) -> None:
+    async with remediation_webhook() as (url, received):
+        policy = write_policy(tmp_path, remediation={"replace": {"kind": "webhook", "url": url}})
+        async with open_world(tmp_path, policy=policy) as world:
+            await world.post_alert(node=NODE, xid="95", gpu="2", sickbay_class="reset-gpu", fingerprint="wh1")
+            await eventually(lambda: state_is(world, "remediating"), what="remediation requested")
+            assert received == [], "reset-gpu is handed off by annotation, not to the webhook"
+            await world.reconcile()
+            assert received == [], "within its timeout"
+
+            world.clock.advance(timedelta(hours=1, minutes=1))
+            await world.reconcile()
+            assert len(received) == 1, "the replace remediator is asked when the timeout passes"
+            assert (received[0]["node"], received[0]["action"]) == (NODE, "replace")
+            assert "reset-gpu did not complete within 1:00:00" in received[0]["reason"]
+            annotations = (await world.node(NODE)).metadata.annotations
+            assert annotations[footprint.REMEDIATION_REQUESTED] == "replace"
+            asked_at = datetime.fromisoformat(annotations[footprint.REMEDIATION_REQUESTED_AT])
+            assert asked_at >= world.clock() - timedelta(minutes=1), "the request's own time"
+            assert await state_is(world, "remediating")
+
+            world.clock.advance(timedelta(hours=5))
+            await world.reconcile()
+            await world.reconcile()
+            assert len(received) == 1, "asked once, not again each round"
+            assert len(await world.events("SickbayRemediationTimedOut")) == 1
+            requested = [e.message for e in await world.events("SickbayRemediationRequested")]
+            assert any(m.startswith("replace via webhook") for m in requested), requested
+            outcomes = await world.services.journal.outcomes(node=NODE)  # type: ignore[union-attr]
+            asks = [o for o in outcomes if o["kind"] == "request-remediation" and o["status"] == "applied"]
+            assert len(asks) == 2, "the first hand-off and the escalation, each journaled"
+            assert await held(world)
+
+
+async def test_an_escalation_whose_remediator_fails_is_asked_again(tmp_path: Path) -> None:
+    async with remediation_webhook() as (url, received):
+        broken = url.replace("/remediate", "/gone")  # answers 404
+        policy = write_policy(tmp_path, remediation={"replace": {"kind": "webhook", "url": broken}})
+        async with open_world(tmp_path, policy=policy) as world:
+            await world.post_alert(node=NODE, xid="95", gpu="2", sickbay_class="reset-gpu", fingerprint="wh2")
+            await eventually(lambda: state_is(world, "remediating"), what="remediation requested")
+            world.clock.advance(timedelta(hours=1, minutes=1))
+            await world.reconcile()
+            annotations = (await world.node(NODE)).metadata.annotations
+            assert annotations[footprint.REMEDIATION_REQUESTED] == "reset-gpu", "not handed off: not marked"
+            outcomes = await world.services.journal.outcomes(node=NODE)  # type: ignore[union-attr]
+            failed = [o for o in outcomes if o["kind"] == "request-remediation" and o["status"] == "failed"]
+            assert len(failed) == 1
+            assert "404" in failed[0]["detail"]
+            await world.reconcile()
+            outcomes = await world.services.journal.outcomes(node=NODE)  # type: ignore[union-attr]
+            failed = [o for o in outcomes if o["kind"] == "request-remediation" and o["status"] == "failed"]
+            assert len(failed) == 2, "the next round asks again"
+            assert received == []
