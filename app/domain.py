@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Literal
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -311,6 +312,23 @@ class ActionKind(StrEnum):
     CLEAR_CONDITION = "clear-condition"
 
 
+# How a remediator is asked: not at all (a human), an annotation, a custom resource, a webhook.
+RemediatorKind = Literal["none", "annotate", "custom-resource", "webhook"]
+
+
+@dataclass(frozen=True, slots=True)
+class RemediationParams:
+    """Hand the node to the remediator decide chose for `remediation`; act asks it, it chooses nothing."""
+
+    remediation: FaultClass  # what is asked for: reset-gpu, reboot-node or replace
+    remediator: RemediatorKind = "none"
+    template: str | None = None  # custom-resource: the YAML of the object to create
+    url: str | None = None  # webhook: where the request is posted
+
+
+ActionParams = RemediationParams
+
+
 @dataclass(frozen=True, slots=True)
 class Action:
     kind: ActionKind
@@ -318,11 +336,11 @@ class Action:
     reason: str
     node: str | None = None
     pod: PodRef | None = None
-    params: Pairs = ()
+    params: Pairs | ActionParams = ()
     not_before: datetime | None = None
 
     def param(self, key: str) -> str | None:
-        return lookup(self.params, key)
+        return lookup(self.params, key) if isinstance(self.params, tuple) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from app.domain import (
     Outcome,
     OutcomeStatus,
     Plan,
+    RemediationParams,
 )
 from app.store.journal import Journal
 
@@ -115,7 +116,7 @@ class Executor:
                 reason=plan.fault.reason,
                 pods=pods,
                 fault_id=fault_id,
-                remediate=remediation is not None,
+                remediation=_remediation(remediation),
             )
         outcomes += await asyncio.gather(
             *(
@@ -142,3 +143,11 @@ class Executor:
         if self._paused():
             return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "Sickbay is paused")
         return await self._nodes.soft_condition(action, raise_it=action.kind is ActionKind.RAISE_CONDITION)
+
+
+def _remediation(action: Action | None) -> RemediationParams | None:
+    if action is None:
+        return None
+    if not isinstance(action.params, RemediationParams):
+        raise TypeError(f"a {action.kind.value} action carries RemediationParams, not {action.params!r}")
+    return action.params

@@ -27,6 +27,7 @@ from app.decide import footprint, reconciling
 from app.domain import (
     FaultClass,
     NodeState,
+    RemediationParams,
     RemediationState,
     Signal,
     SignalSource,
@@ -96,7 +97,9 @@ class Reconciler:
 
     async def _owned(self, node: NodeState) -> None:
         now = self._clock()
-        step = reconciling.next_step(node, drain_running=self._handoff.running(node.name))
+        step = reconciling.next_step(
+            node, drain_running=self._handoff.running(node.name), policy=self._policy
+        )
         lost = reconciling.lost_condition(node, step, now=now)
         if lost is not None and not self._dry_run:
             await self._kube.set_node_condition(node.name, lost)
@@ -108,24 +111,34 @@ class Reconciler:
                 await self._release(node, now=now)
             case reconciling.Step.RESUME_DRAIN if cls is not None:
                 log.info("reconcile: resuming the drain of %s", node.name)
-                self._start_drain(node.name, cls, how="resumed")
+                self._start_drain(node.name, cls, how="resumed", remediation=step.remediation)
             case reconciling.Step.DRAIN_AGAIN if cls is not None:
-                await self._drain_again(node, cls, now=now)
+                await self._drain_again(node, cls, now=now, remediation=step.remediation)
             case reconciling.Step.FOLLOW_REMEDIATION:
                 await self._follow_remediation(node, cls, now=now)
             case _:
                 pass
 
-    def _start_drain(self, name: str, fault_class: FaultClass, *, how: str) -> None:
-        self._handoff.start(name, fault_class, reason=f"{fault_class.value}: drain {how} by reconciliation")
+    def _start_drain(
+        self, name: str, fault_class: FaultClass, *, how: str, remediation: RemediationParams | None
+    ) -> None:
+        reason = f"{fault_class.value}: drain {how} by reconciliation"
+        self._handoff.start(name, fault_class, reason=reason, remediation=remediation)
 
-    async def _drain_again(self, node: NodeState, fault_class: FaultClass, *, now: datetime) -> None:
+    async def _drain_again(
+        self,
+        node: NodeState,
+        fault_class: FaultClass,
+        *,
+        now: datetime,
+        remediation: RemediationParams | None,
+    ) -> None:
         pods = await self._kube.list_pods(node=node.name)
         decision = reconciling.drain_again(node, pods=pods, policy=self._policy.drain, now=now)
         match decision:
             case reconciling.DrainAgain(how=how, why=why):
                 log.info("reconcile: %s: %s", node.name, why)
-                self._start_drain(node.name, fault_class, how=how)
+                self._start_drain(node.name, fault_class, how=how, remediation=remediation)
             case reconciling.Wait(why=why):
                 log.debug("reconcile: %s: %s", node.name, why)
 
@@ -134,12 +147,12 @@ class Reconciler:
             case reconciling.Verify(why=why):
                 await self._nodes.set_state(node.name, RemediationState.VERIFYING)
                 await self._recorder.node_event(node.name, "SickbayVerifying", why)
-            case reconciling.Escalate(why=why):
+            case reconciling.Escalate(why=why, remediation=remediation):
                 # The replace remediator is asked as after a drain: its custom resource or webhook too. The
                 # request rewrites remediation-requested, so a later round has nothing left to escalate;
                 # a request that failed leaves it as it was, and the next round asks again.
                 await self._recorder.node_event(node.name, "SickbayRemediationTimedOut", why, warning=True)
-                await self._handoff.request(node.name, FaultClass.REPLACE, reason=why)
+                await self._handoff.request(node.name, remediation, reason=why)
             case reconciling.Wait(why=why):
                 log.debug("reconcile: %s: %s", node.name, why)
 

@@ -15,16 +15,11 @@ from dataclasses import replace
 from datetime import datetime
 
 from app.config import rules
-from app.decide import attribution, evictions, footprint, gates, groups, proactive, retries, soft
+from app.decide import attribution, evictions, footprint, gates, groups, handoffs, proactive, retries, soft
 from app.decide.situation import Situation
 from app.domain import Action, ActionKind, Fault, FaultClass, Plan, Track
 
 DUPLICATE_RULE = "duplicate"  # set by classification; decide does not import classify
-REMEDIATION = {
-    FaultClass.RESET_GPU: "reset-gpu",
-    FaultClass.REBOOT_NODE: "reboot-node",
-    FaultClass.REPLACE: "replace",
-}
 
 
 def plan_for(
@@ -170,7 +165,7 @@ def _hardware(
             rule="attempt-cap",
         )
     cls = fault.fault_class
-    remediation = REMEDIATION[cls]
+    remediation = handoffs.remediation_for(cls, policy)
     if situation.node is not None and not footprint.needs_quarantine(situation.node, cls):
         current = footprint.quarantined_class(situation.node)
         return Plan.record_only(
@@ -194,8 +189,8 @@ def _hardware(
             kind=ActionKind.REQUEST_REMEDIATION,
             track=Track.HARDWARE,
             node=node,
-            reason=f"hand the node to the {remediation} remediator ({policy.remediator(cls).kind})",
-            params=(("remediation", remediation), ("remediator", policy.remediator(cls).kind)),
+            reason=f"hand the node to the {cls.value} remediator ({remediation.remediator})",
+            params=remediation,
         )
     )
     release = "never auto-released" if cls is FaultClass.REPLACE else "released after verification"
@@ -206,7 +201,7 @@ def _hardware(
     return Plan(
         fault=fault,
         decided_at=now,
-        summary=f"quarantine {node}, {drain}{gang_text}, request {remediation}; {release}",
+        summary=f"quarantine {node}, {drain}{gang_text}, request {cls.value}; {release}",
         actions=tuple(actions),
         workload=workload,
     )

@@ -11,13 +11,21 @@ Pure: observations and `now` in, a decision out. Each decision carries why, for 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
 from app.config import rules
-from app.decide import drains, evictions, footprint
-from app.domain import HARDWARE_CLASSES, Condition, FaultClass, NodeState, PodState, RemediationState
+from app.decide import drains, evictions, footprint, handoffs
+from app.domain import (
+    HARDWARE_CLASSES,
+    Condition,
+    FaultClass,
+    NodeState,
+    PodState,
+    RemediationParams,
+    RemediationState,
+)
 
 # A fault of these classes still firing on the node keeps it quarantined, whatever its state.
 _HOLDS_THE_NODE = frozenset({c.value for c in HARDWARE_CLASSES} | {FaultClass.DRIVER_MISMATCH.value})
@@ -42,6 +50,8 @@ class Next:
     # The class the node is quarantined for (its fault annotation, else its taint); None if unreadable.
     fault_class: FaultClass | None
     why: str = ""
+    # RESUME_DRAIN and DRAIN_AGAIN: the remediator the drain hands the node to once it is empty.
+    remediation: RemediationParams | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +86,7 @@ class Escalate:
     rewrites `remediation-requested`, and a node asked for `replace` has nothing left to escalate to)."""
 
     why: str
+    remediation: RemediationParams
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +104,17 @@ def fault_class(node: NodeState) -> FaultClass | None:
         return None
 
 
-def next_step(node: NodeState, *, drain_running: bool) -> Next:
-    """Which decision applies to an owned node, from its state label, its class and whether a drain runs."""
+def next_step(node: NodeState, *, drain_running: bool, policy: rules.Policy) -> Next:
+    """Which decision applies to an owned node, from its state label, its class and whether a drain runs;
+    a drain to start carries the remediator it hands the node to."""
     cls = fault_class(node)
+    step = _next_step(node, cls, drain_running=drain_running)
+    if step.step in (Step.RESUME_DRAIN, Step.DRAIN_AGAIN) and cls is not None:
+        return replace(step, remediation=handoffs.remediation_for(cls, policy))
+    return step
+
+
+def _next_step(node: NodeState, cls: FaultClass | None, *, drain_running: bool) -> Next:
     if "cordon" in footprint.added(node) and not node.unschedulable:
         why = "an operator uncordoned the node by hand; Sickbay removes its marks and steps back"
         return Next(Step.STEP_BACK, cls, why)
@@ -185,7 +204,8 @@ def remediation_step(
     deadline = requested + remediator.timeout
     if now > deadline:
         return Escalate(
-            why=f"{cls.value} did not complete within {remediator.timeout}; escalating to replace"
+            why=f"{cls.value} did not complete within {remediator.timeout}; escalating to replace",
+            remediation=handoffs.remediation_for(FaultClass.REPLACE, policy),
         )
     return Wait(why=f"{cls.value} requested at {requested.isoformat()}", until=deadline)
 

@@ -173,9 +173,7 @@ async def _actuators(
         urgency=urgency,
     )
     restarter = Restarter(kube=kube, recorder=recorder, clock=clock, dry_run=dry_run)
-    remediators = Remediators(
-        kube=kube, nodes=nodes, recorder=recorder, policy=policy, clock=clock, dry_run=dry_run
-    )
+    remediators = Remediators(kube=kube, nodes=nodes, recorder=recorder, clock=clock, dry_run=dry_run)
     handoff = HandOff(
         nodes=nodes,
         drainer=drainer,

@@ -15,7 +15,19 @@ from typing import Annotated, Any, NotRequired
 from pydantic import BeforeValidator, PlainSerializer, PlainValidator, TypeAdapter
 from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only from Python 3.12
 
-from app.domain import Action, ActionKind, Pairs, Plan, PodRef, Signal, SignalSource, SignalStatus, Track
+from app.domain import (
+    Action,
+    ActionKind,
+    ActionParams,
+    Pairs,
+    Plan,
+    PodRef,
+    RemediationParams,
+    Signal,
+    SignalSource,
+    SignalStatus,
+    Track,
+)
 
 
 def _time(value: Any) -> datetime:
@@ -30,6 +42,19 @@ def _pairs(value: Any) -> Any:
 Time = Annotated[datetime, PlainValidator(_time), PlainSerializer(datetime.isoformat, return_type=str)]
 # A domain value's sorted (key, value) pairs, as a JSON object.
 PairsObject = Annotated[Pairs, BeforeValidator(_pairs), PlainSerializer(dict, return_type=dict[str, str])]
+
+
+def params_object(params: Pairs | ActionParams) -> dict[str, str]:
+    """An action's parameters as the string-valued object the journal has always held.
+
+    A remediator's template and URL are policy, not part of the record (a URL may carry a token)."""
+    if isinstance(params, RemediationParams):
+        return {"remediation": params.remediation.value, "remediator": params.remediator}
+    return dict(params)
+
+
+# An action's typed parameters, written as the object above.
+ParamsObject = Annotated[Pairs | ActionParams, PlainSerializer(params_object, return_type=dict[str, str])]
 
 
 class SignalShape(TypedDict):
@@ -56,7 +81,7 @@ class ActionShape(TypedDict):
     reason: str
     node: str | None
     pod: PodRef | None
-    params: PairsObject
+    params: ParamsObject
     not_before: Time | None
 
 

@@ -162,19 +162,20 @@ async def remediation_webhook() -> AsyncIterator[tuple[str, list[dict[str, Any]]
 
 async def test_an_escalation_asks_the_replace_remediator_once(tmp_path: Path) -> None:
     async with remediation_webhook() as (url, received):
-        policy = write_policy(tmp_path, remediation={"replace": {"kind": "webhook", "url": url}})
+        hook = {"kind": "webhook", "url": url}
+        policy = write_policy(tmp_path, remediation={"reset-gpu": {**hook, "timeout": "1h"}, "replace": hook})
         async with open_world(tmp_path, policy=policy) as world:
             await world.post_alert(node=NODE, xid="95", gpu="2", sickbay_class="reset-gpu", fingerprint="wh1")
             await eventually(lambda: state_is(world, "remediating"), what="remediation requested")
-            assert received == [], "reset-gpu is handed off by annotation, not to the webhook"
+            assert [(r["node"], r["action"]) for r in received] == [(NODE, "reset-gpu")], "after the drain"
             await world.reconcile()
-            assert received == [], "within its timeout"
+            assert len(received) == 1, "within its timeout"
 
             world.clock.advance(timedelta(hours=1, minutes=1))
             await world.reconcile()
-            assert len(received) == 1, "the replace remediator is asked when the timeout passes"
-            assert (received[0]["node"], received[0]["action"]) == (NODE, "replace")
-            assert "reset-gpu did not complete within 1:00:00" in received[0]["reason"]
+            assert len(received) == 2, "the replace remediator is asked when the timeout passes"
+            assert (received[1]["node"], received[1]["action"]) == (NODE, "replace")
+            assert "reset-gpu did not complete within 1:00:00" in received[1]["reason"]
             annotations = (await world.node(NODE)).metadata.annotations
             assert annotations[footprint.REMEDIATION_REQUESTED] == "replace"
             asked_at = datetime.fromisoformat(annotations[footprint.REMEDIATION_REQUESTED_AT])
@@ -184,7 +185,7 @@ async def test_an_escalation_asks_the_replace_remediator_once(tmp_path: Path) ->
             world.clock.advance(timedelta(hours=5))
             await world.reconcile()
             await world.reconcile()
-            assert len(received) == 1, "asked once, not again each round"
+            assert len(received) == 2, "asked once, not again each round"
             assert len(await world.events("SickbayRemediationTimedOut")) == 1
             requested = [e.message for e in await world.events("SickbayRemediationRequested")]
             assert any(m.startswith("replace via webhook") for m in requested), requested

@@ -20,6 +20,7 @@ from app.domain import (
     PastFault,
     PodRef,
     PodState,
+    RemediationParams,
     Signal,
     SignalSource,
     SignalStatus,
@@ -299,3 +300,49 @@ def test_weekly_attempt_cap_turns_a_reset_into_replace() -> None:
         plans.plan_for(fault(FaultClass.RESET_GPU), policy=POLICY, now=T0, situation=old).fault.fault_class
         is FaultClass.RESET_GPU
     )
+
+
+HOOK = rules.Remediator(kind="webhook", url="https://dc.example/replace")
+CR = rules.Remediator(kind="custom-resource", template="apiVersion: r/v1\nkind: Reset\nmetadata: {name: x}\n")
+REMEDIATORS = POLICY.model_copy(update={"remediation": {"reset-gpu": CR, "replace": HOOK}})
+WEEK_OF_RESETS = (T0 - timedelta(days=1), T0 - timedelta(days=2), T0 - timedelta(days=3))
+
+
+@pytest.mark.parametrize(
+    ("cls", "policy", "quarantines", "expected"),
+    [
+        # The plan names the remediator the policy gives the class, with what act needs to ask it.
+        (FaultClass.RESET_GPU, POLICY, (), RemediationParams(FaultClass.RESET_GPU, "annotate")),
+        (FaultClass.REBOOT_NODE, POLICY, (), RemediationParams(FaultClass.REBOOT_NODE, "annotate")),
+        (FaultClass.REPLACE, POLICY, (), RemediationParams(FaultClass.REPLACE, "none")),
+        (
+            FaultClass.RESET_GPU,
+            REMEDIATORS,
+            (),
+            RemediationParams(FaultClass.RESET_GPU, "custom-resource", template=CR.template),
+        ),
+        (
+            FaultClass.REPLACE,
+            REMEDIATORS,
+            (),
+            RemediationParams(FaultClass.REPLACE, "webhook", url="https://dc.example/replace"),
+        ),
+        # A class the policy leaves out waits for a human.
+        (FaultClass.REBOOT_NODE, REMEDIATORS, (), RemediationParams(FaultClass.REBOOT_NODE, "none")),
+        # The weekly attempt cap turns the class into replace, and the remediator with it.
+        (
+            FaultClass.RESET_GPU,
+            REMEDIATORS,
+            WEEK_OF_RESETS,
+            RemediationParams(FaultClass.REPLACE, "webhook", url="https://dc.example/replace"),
+        ),
+    ],
+)
+def test_the_plan_chooses_the_remediator(
+    cls: FaultClass, policy: rules.Policy, quarantines: tuple[datetime, ...], expected: RemediationParams
+) -> None:
+    situation = Situation(node=NODE, quarantines=quarantines)
+    plan = plans.plan_for(fault(cls), policy=policy, now=T0, situation=situation)
+    [handoff] = [a for a in plan.actions if a.kind is ActionKind.REQUEST_REMEDIATION]
+    assert handoff.params == expected
+    assert handoff.track is Track.HARDWARE

@@ -19,6 +19,7 @@ from app.domain import (
     NodeState,
     OwnerRef,
     PodState,
+    RemediationParams,
     RemediationState,
     Signal,
     SignalSource,
@@ -161,6 +162,17 @@ def test_why_names_what_keeps_the_node() -> None:
 
 REMEDIATING = RemediationState.REMEDIATING
 NO_HUMAN = POLICY.model_copy(update={"remediation": {"reset-gpu": rules.Remediator(kind="none")}})
+WEBHOOK = rules.Remediator(kind="webhook", url="https://repair.example/ask", timeout=30 * MIN)
+TEMPLATE = "apiVersion: repair.example/v1\nkind: Reboot\nmetadata: {name: $node}\n"
+CUSTOM = POLICY.model_copy(
+    update={
+        "remediation": {
+            "reset-gpu": WEBHOOK,
+            "reboot-node": rules.Remediator(kind="custom-resource", template=TEMPLATE),
+            "replace": rules.Remediator(kind="webhook", url="https://dc.example/replace"),
+        }
+    }
+)
 
 
 @pytest.mark.parametrize(
@@ -215,8 +227,25 @@ def test_escalation_says_what_timed_out() -> None:
     node = owned(REMEDIATING, **requested(T0 - 61 * MIN))
     decision = reconciling.remediation_step(node, FaultClass.RESET_GPU, policy=POLICY, now=T0)
     assert decision == reconciling.Escalate(
-        why="reset-gpu did not complete within 1:00:00; escalating to replace"
+        why="reset-gpu did not complete within 1:00:00; escalating to replace",
+        remediation=RemediationParams(FaultClass.REPLACE, "none"),
     )
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (POLICY, RemediationParams(FaultClass.REPLACE, "none")),
+        (CUSTOM, RemediationParams(FaultClass.REPLACE, "webhook", url="https://dc.example/replace")),
+    ],
+)
+def test_an_escalation_hands_off_to_the_replace_remediator(
+    policy: rules.Policy, expected: RemediationParams
+) -> None:
+    node = owned(REMEDIATING, **requested(T0 - 61 * MIN))
+    decision = reconciling.remediation_step(node, FaultClass.RESET_GPU, policy=policy, now=T0)
+    assert isinstance(decision, reconciling.Escalate)
+    assert decision.remediation == expected
 
 
 def gpu_pod(name: str, **kw: object) -> PodState:
@@ -307,7 +336,45 @@ S = RemediationState
     ],
 )
 def test_next_step(node: NodeState, drain_running: bool, step: reconciling.Step) -> None:
-    assert reconciling.next_step(node, drain_running=drain_running).step is step
+    assert reconciling.next_step(node, drain_running=drain_running, policy=POLICY).step is step
+
+
+@pytest.mark.parametrize(
+    ("node", "policy", "expected"),
+    [
+        # A drain reconciliation starts hands the node to the remediator its class names in the policy.
+        (owned(S.QUARANTINED), POLICY, RemediationParams(FaultClass.RESET_GPU, "annotate")),
+        (
+            owned(S.DRAIN_FAILED, FaultClass.REBOOT_NODE),
+            POLICY,
+            RemediationParams(FaultClass.REBOOT_NODE, "annotate"),
+        ),
+        (owned(S.DRAINING, FaultClass.REPLACE), POLICY, RemediationParams(FaultClass.REPLACE, "none")),
+        (
+            owned(S.QUARANTINED),
+            CUSTOM,
+            RemediationParams(FaultClass.RESET_GPU, "webhook", url="https://repair.example/ask"),
+        ),
+        (
+            owned(S.DRAIN_FAILED, FaultClass.REBOOT_NODE),
+            CUSTOM,
+            RemediationParams(FaultClass.REBOOT_NODE, "custom-resource", template=TEMPLATE),
+        ),
+        # Nothing to start, so nothing to hand off.
+        (
+            owned(S.QUARANTINED),
+            POLICY.model_copy(update={"remediation": {}}),
+            RemediationParams(FaultClass.RESET_GPU),
+        ),
+        (owned(S.REMEDIATING), CUSTOM, None),
+        (owned(S.VERIFYING), CUSTOM, None),
+        (owned(S.QUARANTINED, FaultClass.DRIVER_MISMATCH), CUSTOM, None),
+    ],
+)
+def test_a_drain_to_start_names_its_remediator(
+    node: NodeState, policy: rules.Policy, expected: RemediationParams | None
+) -> None:
+    assert reconciling.next_step(node, drain_running=False, policy=policy).remediation == expected
 
 
 def test_the_class_comes_from_the_fault_annotation_then_the_taint() -> None:
@@ -338,7 +405,7 @@ TRUE = Condition(type=footprint.CONDITION, status="True", reason="GpusHealthy")
     ],
 )
 def test_lost_condition(node: NodeState, restored: bool) -> None:
-    step = reconciling.next_step(node, drain_running=False)
+    step = reconciling.next_step(node, drain_running=False, policy=POLICY)
     condition = reconciling.lost_condition(node, step, now=T0)
     assert (condition is not None) is restored
     if condition is not None:
