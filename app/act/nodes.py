@@ -18,7 +18,7 @@ from app.act.conditions_in_order import InOrder
 from app.act.gatekeeper import GateKeeper
 from app.act.recorder import Recorder
 from app.act.urgency import Urgency
-from app.decide import footprint
+from app.decide import footprint, gates, proactive
 from app.domain import (
     Action,
     Condition,
@@ -166,10 +166,10 @@ class NodeWriter:
         )
 
     async def mark_at_risk(self, action: Action, *, known: NodeState | None = None) -> AtRiskResult:
-        """Set the at-risk taint to the action's level; `act` only within the proactive budget, else `warn`.
+        """Set the at-risk taint to the level `decide.proactive.taint_step` gives for the action's level.
 
-        The step to `act` lists the nodes and writes under the proactive lock, so the budget check and the
-        write are one decision. Nodes quarantined for a fault are left alone.
+        The step to `act` lists the nodes and writes under the proactive lock, so the budget check on that
+        list and the write are one decision. Nodes quarantined for a fault are left alone.
         """
         wanted = RiskLevel(action.param("level") or RiskLevel.WARN.value)
         if action.param("held"):  # decide already held it at warn: the budget refused it there
@@ -182,15 +182,17 @@ class NodeWriter:
     async def _at_risk(self, action: Action, wanted: RiskLevel, *, known: NodeState | None) -> AtRiskResult:
         name = action.node
         assert name is not None
+        # At act, the first attempt's fresh list is both the re-read of the node and the budget's fleet; a
+        # retry after a 409 re-reads the node and measures it against that same list (the lock is held).
+        fleet: gates.ProactiveFleet | None = None
 
         async def attempt(number: int) -> AtRiskResult:
-            level, held = wanted, ""
-            fleet: list[NodeState] | None = None
+            nonlocal fleet
             try:
-                if wanted is RiskLevel.ACT and number == 1:
-                    # The fresh list is both the re-read of the node and the budget's fleet.
-                    fleet = await self._kube.list_nodes()
-                    node = next((n for n in fleet if n.name == name), None)
+                if wanted is RiskLevel.ACT and fleet is None:
+                    listed = await self._kube.list_nodes()
+                    fleet = self._gates.listed(listed)
+                    node = next((n for n in listed if n.name == name), None)
                 else:
                     node = known if known is not None and number == 1 else await self._kube.get_node(name)
             except errors.NotFoundError:
@@ -199,16 +201,14 @@ class NodeWriter:
                 return AtRiskResult(
                     self._recorder.outcome(action, OutcomeStatus.SKIPPED, "node not found"), None
                 )
-            skip = _leave_alone(node)
-            if skip:
-                return AtRiskResult(self._recorder.outcome(action, OutcomeStatus.SKIPPED, skip), None)
-            if fleet is not None:
-                verdict = self._gates.admit_proactive(name, fleet)
-                if not verdict.allowed:
-                    level, held = RiskLevel.WARN, verdict.reason
-            current = footprint.at_risk_level(node)
-            held_note = f"; held at warn: {held}" if held else ""
-            if current is level:
+            step = proactive.taint_step(node, wanted=wanted, fleet=fleet, policy=self._gates.policy)
+            if isinstance(step, proactive.LeaveAlone):
+                return AtRiskResult(self._recorder.outcome(action, OutcomeStatus.SKIPPED, step.why), None)
+            level = step.level
+            if step.held and number == 1:
+                self._gates.count_proactive_refusal()
+            held_note = f"; held at warn: {step.held}" if step.held else ""
+            if step.unchanged:
                 detail = f"already {footprint.at_risk_taint(level)}{held_note}"
                 return AtRiskResult(self._recorder.outcome(action, OutcomeStatus.SKIPPED, detail), level)
             patch = footprint.at_risk_patch(node, level=level, reason=action.reason, now=self._clock())
@@ -392,16 +392,6 @@ class NodeWriter:
         await self._condition_of(name, footprint.healthy_condition(now=self._clock(), message=why))
         await self._recorder.node_event(name, "SickbayReleased", why)
         return updated
-
-
-def _leave_alone(node: NodeState) -> str:
-    """Why the at-risk ladder must not touch `node` now, or empty when it may."""
-    if not node.managed:
-        return "node opted out (sickbay.io/managed=false)"
-    current = footprint.quarantined_class(node)
-    if current is not None:
-        return f"quarantined for {current.value}: the at-risk ladder leaves it alone"
-    return ""
 
 
 def _as_class(fault: Fault, cls: FaultClass) -> Fault:

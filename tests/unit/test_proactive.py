@@ -10,7 +10,7 @@ import pytest
 
 from app.config import rules
 from app.config.settings import RULES_DIR
-from app.decide import footprint, gates, plans
+from app.decide import footprint, gates, plans, proactive
 from app.decide.situation import Situation
 from app.domain import (
     Action,
@@ -310,3 +310,88 @@ def test_a_later_hardware_quarantine_of_an_at_risk_node_proceeds_and_release_rem
 def test_policy_rejects_a_warn_threshold_above_act() -> None:
     with pytest.raises(ValueError, match="must not exceed"):
         rules.PredictionPolicy(warn=0.6, act=0.4)
+
+
+OPTED_OUT = node("n1", labels=freeze_mapping({footprint.MANAGED: "false"}))
+QUARANTINED = node("n1", Taint(footprint.UNHEALTHY, "reset-gpu", "NoSchedule"), AT_WARN)
+FULL = "the proactive budget is full: 2 of 40 GPU nodes at act (limit 2: 0.05 of them, at most 10)"
+
+
+@pytest.mark.parametrize(
+    ("current", "wanted", "acting", "expected"),
+    [
+        # Within the budget (2 of 40 GPU nodes at act): the asked level, written unless it is there.
+        (node(), RiskLevel.ACT, fleet(40), proactive.TaintLevel(RiskLevel.ACT)),
+        (node(), RiskLevel.ACT, fleet(40, "a"), proactive.TaintLevel(RiskLevel.ACT)),
+        (node("n1", AT_WARN), RiskLevel.ACT, fleet(40, "a"), proactive.TaintLevel(RiskLevel.ACT)),
+        (
+            node("n1", AT_ACT),
+            RiskLevel.ACT,
+            fleet(40, "a"),
+            proactive.TaintLevel(RiskLevel.ACT, unchanged=True),
+        ),
+        # Full: held at warn, and it says why; a node at act already keeps its slot.
+        (node(), RiskLevel.ACT, fleet(40, "a", "b"), proactive.TaintLevel(RiskLevel.WARN, FULL)),
+        (
+            node("n1", AT_WARN),
+            RiskLevel.ACT,
+            fleet(40, "a", "b"),
+            proactive.TaintLevel(RiskLevel.WARN, FULL, unchanged=True),
+        ),
+        (
+            node("n1", AT_ACT),
+            RiskLevel.ACT,
+            fleet(40, "a", "n1"),
+            proactive.TaintLevel(RiskLevel.ACT, unchanged=True),
+        ),
+        # Warn is never budgeted, nor is act when no fleet could be measured.
+        (node(), RiskLevel.WARN, fleet(40, "a", "b"), proactive.TaintLevel(RiskLevel.WARN)),
+        (node("n1", AT_ACT), RiskLevel.WARN, fleet(40, "a", "b"), proactive.TaintLevel(RiskLevel.WARN)),
+        (node("n1", AT_WARN), RiskLevel.WARN, None, proactive.TaintLevel(RiskLevel.WARN, unchanged=True)),
+        (node(), RiskLevel.ACT, None, proactive.TaintLevel(RiskLevel.ACT)),
+        # Opted out or quarantined: left alone, budget or not.
+        (OPTED_OUT, RiskLevel.WARN, None, proactive.LeaveAlone("node opted out (sickbay.io/managed=false)")),
+        (
+            QUARANTINED,
+            RiskLevel.ACT,
+            fleet(40),
+            proactive.LeaveAlone("quarantined for reset-gpu: the at-risk ladder leaves it alone"),
+        ),
+    ],
+)
+def test_taint_step(
+    current: NodeState,
+    wanted: RiskLevel,
+    acting: gates.ProactiveFleet | None,
+    expected: proactive.LeaveAlone | proactive.TaintLevel,
+) -> None:
+    assert proactive.taint_step(current, wanted=wanted, fleet=acting, policy=POLICY.budgets) == expected
+
+
+@pytest.mark.parametrize(
+    ("wanted", "acting", "budgets", "expected"),
+    [
+        (RiskLevel.ACT, fleet(40, "a"), POLICY.budgets, (RiskLevel.ACT, "")),
+        (RiskLevel.ACT, fleet(40, "a", "b"), POLICY.budgets, (RiskLevel.WARN, FULL)),
+        (RiskLevel.ACT, fleet(40, "a", "b", "n1"), POLICY.budgets, (RiskLevel.ACT, "")),
+        (RiskLevel.WARN, fleet(40, "a", "b"), POLICY.budgets, (RiskLevel.WARN, "")),
+        (RiskLevel.ACT, None, POLICY.budgets, (RiskLevel.ACT, "")),
+        # A fraction of 0 turns the act step off: every act is held at warn.
+        (
+            RiskLevel.ACT,
+            fleet(40),
+            POLICY.budgets.model_copy(update={"proactive_max_fraction": 0.0}),
+            (
+                RiskLevel.WARN,
+                "the proactive budget is full: 0 of 40 GPU nodes at act (limit 0: 0 of them, at most 10)",
+            ),
+        ),
+    ],
+)
+def test_within_budget(
+    wanted: RiskLevel,
+    acting: gates.ProactiveFleet | None,
+    budgets: rules.BudgetPolicy,
+    expected: tuple[RiskLevel, str],
+) -> None:
+    assert proactive.within_budget(wanted, node="n1", fleet=acting, policy=budgets) == expected
