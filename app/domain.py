@@ -7,12 +7,11 @@ module may import another `app` module or a third-party package.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, TypeVar
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -120,17 +119,6 @@ class Fault:
     @property
     def xid(self) -> int | None:
         return self.signal.xid
-
-    def annotation(self) -> str:
-        """Compact JSON for the `sickbay.io/fault` node annotation."""
-        body = {
-            "class": self.fault_class.value,
-            "gpu": self.signal.gpu,
-            "xid": self.signal.xid,
-            "source": self.signal.source.value,
-            "fingerprint": self.signal.fingerprint,
-        }
-        return json.dumps({k: v for k, v in body.items() if v is not None}, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +300,18 @@ class ActionKind(StrEnum):
     CLEAR_CONDITION = "clear-condition"
 
 
+# What each kind of action needs, one frozen value per kind (`Action.params`); kinds absent take none.
+@dataclass(frozen=True, slots=True)
+class QuarantineParams:
+    fault_class: FaultClass  # the taint's value and the fault annotation's class
+    cordon: bool = True  # False: taint only (a driver mismatch), running work stays
+
+
+@dataclass(frozen=True, slots=True)
+class RestartParams:
+    uid: str  # the pod decide confirmed: a namesake that replaced it since is not deleted
+
+
 # How a remediator is asked: not at all (a human), an annotation, a custom resource, a webhook.
 RemediatorKind = Literal["none", "annotate", "custom-resource", "webhook"]
 
@@ -326,7 +326,42 @@ class RemediationParams:
     url: str | None = None  # webhook: where the request is posted
 
 
-ActionParams = RemediationParams
+@dataclass(frozen=True, slots=True)
+class AtRiskParams:
+    level: RiskLevel
+    held: str = ""  # why decide held it at warn when act was asked for (the proactive budget)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointParams:
+    """Ask the pod (`Action.pod`, of this uid) to checkpoint, or its controller `owner` in `namespace`."""
+
+    uid: str = ""
+    owner: OwnerRef | None = None
+    namespace: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RecheckParams:
+    check: int  # which re-check of the signal this is, from 1
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionParams:
+    condition: str  # the node condition's type
+    reason: str = ""  # its reason when raised
+
+
+ActionParams = (
+    QuarantineParams
+    | RestartParams
+    | RemediationParams
+    | AtRiskParams
+    | CheckpointParams
+    | RecheckParams
+    | ConditionParams
+)
+_P = TypeVar("_P", bound=ActionParams)
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,11 +371,33 @@ class Action:
     reason: str
     node: str | None = None
     pod: PodRef | None = None
-    params: Pairs | ActionParams = ()
+    params: ActionParams | None = None
     not_before: datetime | None = None
 
-    def param(self, key: str) -> str | None:
-        return lookup(self.params, key) if isinstance(self.params, tuple) else None
+    def __post_init__(self) -> None:
+        wanted = PARAMS.get(self.kind)
+        if not (isinstance(self.params, wanted) if wanted else self.params is None):
+            needs = wanted.__name__ if wanted else "no parameters"
+            raise TypeError(f"{self.kind.value} actions take {needs}, not {self.params!r}")
+
+    def params_as(self, kind: type[_P]) -> _P:
+        """The parameters, as the type this action's kind takes (checked when it was made)."""
+        if not isinstance(self.params, kind):
+            raise TypeError(f"this {self.kind.value} action carries {self.params!r}, not {kind.__name__}")
+        return self.params
+
+
+PARAMS: dict[ActionKind, type[ActionParams]] = {
+    ActionKind.QUARANTINE: QuarantineParams,
+    ActionKind.RESTART_POD: RestartParams,
+    ActionKind.RESTART_GANG: RestartParams,
+    ActionKind.REQUEST_REMEDIATION: RemediationParams,
+    ActionKind.TAINT_AT_RISK: AtRiskParams,
+    ActionKind.REQUEST_CHECKPOINT: CheckpointParams,
+    ActionKind.RECHECK: RecheckParams,
+    ActionKind.RAISE_CONDITION: ConditionParams,
+    ActionKind.CLEAR_CONDITION: ConditionParams,
+}
 
 
 @dataclass(frozen=True, slots=True)

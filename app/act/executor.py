@@ -25,11 +25,12 @@ from app.act.workload import Restarter
 from app.domain import (
     Action,
     ActionKind,
-    FaultClass,
     NodeState,
     Outcome,
     OutcomeStatus,
     Plan,
+    QuarantineParams,
+    RecheckParams,
     RemediationParams,
 )
 from app.store.journal import Journal
@@ -103,7 +104,7 @@ class Executor:
         if quarantine is not None and (evictions or drain_whole_node or remediation):
             node = quarantine.node
             assert node is not None
-            fault_class = FaultClass(quarantine.param("class") or plan.fault.fault_class.value)
+            fault_class = quarantine.params_as(QuarantineParams).fault_class
             outcomes.append(
                 self._recorder.outcome(
                     quarantine, OutcomeStatus.RECORDED, f"drain of {node} started in the background"
@@ -116,7 +117,7 @@ class Executor:
                 reason=plan.fault.reason,
                 pods=pods,
                 fault_id=fault_id,
-                remediation=_remediation(remediation),
+                remediation=remediation.params_as(RemediationParams) if remediation else None,
             )
         outcomes += await asyncio.gather(
             *(
@@ -135,7 +136,7 @@ class Executor:
         """Re-checks are Sickbay's own bookkeeping (they run even when paused); conditions are node writes."""
         if action.kind is ActionKind.RECHECK:
             due = action.not_before or self._clock()
-            check = int(action.param("check") or "1")
+            check = action.params_as(RecheckParams).check
             await self._journal.schedule_recheck(plan.fault.signal, due=due, check=check)
             return self._recorder.outcome(
                 action, OutcomeStatus.RECORDED, f"re-check {check} at {due.isoformat()}"
@@ -143,11 +144,3 @@ class Executor:
         if self._paused():
             return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "Sickbay is paused")
         return await self._nodes.soft_condition(action, raise_it=action.kind is ActionKind.RAISE_CONDITION)
-
-
-def _remediation(action: Action | None) -> RemediationParams | None:
-    if action is None:
-        return None
-    if not isinstance(action.params, RemediationParams):
-        raise TypeError(f"a {action.kind.value} action carries RemediationParams, not {action.params!r}")
-    return action.params

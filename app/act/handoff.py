@@ -133,7 +133,7 @@ class HandOff:
             track=Track.HARDWARE,
             node=result.node,
             reason=reason,
-            params=remediation if remediation is not None else (),
+            params=remediation or RemediationParams(fault_class),
         )
         held = self._recorder.outcome(action, OutcomeStatus.BLOCKED, f"not handed off: drain failed: {why}")
         await self._journal.record_outcomes(fault_id, [held])

@@ -14,7 +14,16 @@ from app.act.drain import Drainer
 from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
 from app.decide import drains
-from app.domain import Action, ActionKind, NodeState, Outcome, OutcomeStatus, Plan, RiskLevel
+from app.domain import (
+    Action,
+    ActionKind,
+    CheckpointParams,
+    NodeState,
+    Outcome,
+    OutcomeStatus,
+    Plan,
+    RiskLevel,
+)
 from app.store.journal import Journal
 
 CHECKPOINT_REASON = "SickbayCheckpointRequested"
@@ -66,22 +75,25 @@ class Ladder:
         target = str(action.pod) if action.pod is not None else _owner(action)
         if dry_run:
             return self._recorder.outcome(action, OutcomeStatus.DRY_RUN, f"would ask {target} to checkpoint")
+        params = action.params_as(CheckpointParams)
+        owner = params.owner
         if action.pod is not None:
             written = await self._recorder.pod_event(
-                action.pod, CHECKPOINT_REASON, action.reason, uid=action.param("uid") or "", warning=True
+                action.pod, CHECKPOINT_REASON, action.reason, uid=params.uid, warning=True
             )
-        else:
-            kind = action.param("kind") or ""
+        elif owner is not None:
             written = await self._recorder.owner_event(
-                kind=kind,
-                name=action.param("name") or "",
-                namespace=action.param("namespace") or "",
-                api_version=action.param("api_version") or API_VERSIONS.get(kind, ""),
-                uid=action.param("uid") or "",
+                kind=owner.kind,
+                name=owner.name,
+                namespace=params.namespace,
+                api_version=owner.api_version or API_VERSIONS.get(owner.kind, ""),
+                uid=owner.uid,
                 reason=CHECKPOINT_REASON,
                 message=action.reason,
                 warning=True,
             )
+        else:  # names neither: nothing to ask
+            written = False
         if not written:
             return self._recorder.outcome(
                 action, OutcomeStatus.FAILED, f"could not write the Event on {target}"
@@ -121,4 +133,6 @@ def _not_acting(level: RiskLevel | None, outcome: Outcome) -> str:
 
 
 def _owner(action: Action) -> str:
-    return f"{action.param('kind')} {action.param('namespace')}/{action.param('name')}"
+    params = action.params_as(CheckpointParams)
+    owner = params.owner
+    return f"{owner.kind} {params.namespace}/{owner.name}" if owner is not None else "nobody"

@@ -21,13 +21,16 @@ from app.act.urgency import Urgency
 from app.decide import footprint, gates, proactive
 from app.domain import (
     Action,
+    AtRiskParams,
     Condition,
+    ConditionParams,
     Fault,
     FaultClass,
     NodePatch,
     NodeState,
     Outcome,
     OutcomeStatus,
+    QuarantineParams,
     RemediationState,
     RiskLevel,
 )
@@ -82,8 +85,8 @@ class NodeWriter:
         """
         name = action.node
         assert name is not None
-        cls = FaultClass(action.param("class") or fault.fault_class.value)
-        cordon = action.param("cordon") != "false"
+        params = action.params_as(QuarantineParams)
+        cls, cordon = params.fault_class, params.cordon
 
         async def attempt(number: int) -> WriteResult:
             try:
@@ -171,8 +174,9 @@ class NodeWriter:
         The step to `act` lists the nodes and writes under the proactive lock, so the budget check on that
         list and the write are one decision. Nodes quarantined for a fault are left alone.
         """
-        wanted = RiskLevel(action.param("level") or RiskLevel.WARN.value)
-        if action.param("held"):  # decide already held it at warn: the budget refused it there
+        params = action.params_as(AtRiskParams)
+        wanted = params.level
+        if params.held:  # decide already held it at warn: the budget refused it there
             self._gates.count_proactive_refusal()
         if wanted is not RiskLevel.ACT:
             return await self._at_risk(action, wanted, known=known)
@@ -285,7 +289,8 @@ class NodeWriter:
         """
         name = action.node
         assert name is not None
-        kind = action.param("condition") or footprint.SOFT_CONDITION
+        params = action.params_as(ConditionParams)
+        kind = params.condition
         try:
             node = await self._kube.get_node(name)
         except errors.NotFoundError:
@@ -299,7 +304,7 @@ class NodeWriter:
         current = node.condition(kind)
         if raise_it:
             wanted = footprint.soft_condition(
-                kind, reason=action.param("reason") or "SoftFault", message=action.reason, now=self._clock()
+                kind, reason=params.reason or "SoftFault", message=action.reason, now=self._clock()
             )
             if current is not None and (current.status, current.reason) == ("True", wanted.reason):
                 return self._recorder.outcome(action, OutcomeStatus.SKIPPED, f"{kind} is already True")

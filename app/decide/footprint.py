@@ -110,7 +110,7 @@ def quarantine_patch(
         labels=((STATE, RemediationState.QUARANTINED.value),),
         annotations=(
             (ADDED, ",".join(sorted(marks))),
-            (FAULT, fault.annotation()),
+            (FAULT, fault_annotation(fault)),
             (OWNED_BY, identity),
             (REASON, _one_line(fault.reason)),
             (SINCE, since or now.isoformat()),
@@ -286,6 +286,19 @@ def time_of(node: NodeState, key: str) -> datetime | None:
     except ValueError:
         return None
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def fault_annotation(fault: Fault) -> str:
+    """Compact JSON for the `sickbay.io/fault` node annotation (`fault_of` reads it back)."""
+    signal = fault.signal
+    body = {
+        "class": fault.fault_class.value,
+        "gpu": signal.gpu,
+        "xid": signal.xid,
+        "source": signal.source.value,
+        "fingerprint": signal.fingerprint,
+    }
+    return json.dumps({k: v for k, v in body.items() if v is not None}, separators=(",", ":"))
 
 
 def fault_of(node: NodeState) -> dict[str, object]:

@@ -17,7 +17,7 @@ from datetime import datetime
 from app.config import rules
 from app.decide import attribution, evictions, footprint, gates, groups, handoffs, proactive, retries, soft
 from app.decide.situation import Situation
-from app.domain import Action, ActionKind, Fault, FaultClass, Plan, Track
+from app.domain import Action, ActionKind, Fault, FaultClass, Plan, QuarantineParams, RestartParams, Track
 
 DUPLICATE_RULE = "duplicate"  # set by classification; decide does not import classify
 
@@ -75,7 +75,7 @@ def plan_for(
                         track=Track.HARDWARE,
                         node=node,
                         reason=fault.reason,
-                        params=(("cordon", "false"), ("class", fault.fault_class.value)),
+                        params=QuarantineParams(fault.fault_class, cordon=False),
                     ),
                 ),
             )
@@ -137,11 +137,7 @@ def _workload_failure(
                 node=fault.node,
                 pod=pod.ref,
                 reason=fault.reason,
-                params=(
-                    ("attempt", str(attempt)),
-                    ("uid", pod.uid),
-                    ("workload", workload or ""),
-                ),
+                params=RestartParams(pod.uid),
                 not_before=not_before,
             ),
         ),
@@ -180,7 +176,7 @@ def _hardware(
             track=Track.HARDWARE,
             node=node,
             reason=fault.reason,
-            params=(("class", cls.value), ("cordon", "true")),
+            params=QuarantineParams(cls),
         )
     ]
     actions += _workload_track(fault, policy=policy, situation=situation)
@@ -241,7 +237,7 @@ def _workload_track(fault: Fault, *, policy: rules.Policy, situation: Situation)
                         pod=member.ref,
                         reason=f"restart the gang {group.key}: a member lost its node, so the survivors "
                         "would hang on a collective until a timeout",
-                        params=(("group", group.key), ("uid", member.uid)),
+                        params=RestartParams(member.uid),
                     )
                 )
     return actions

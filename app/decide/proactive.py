@@ -24,7 +24,20 @@ from datetime import datetime
 from app.config import rules
 from app.decide import evictions, footprint, gates
 from app.decide.situation import Situation
-from app.domain import Action, ActionKind, Fault, NodeState, Plan, PodState, RiskLevel, Signal, Track
+from app.domain import (
+    Action,
+    ActionKind,
+    AtRiskParams,
+    CheckpointParams,
+    Fault,
+    NodeState,
+    OwnerRef,
+    Plan,
+    PodState,
+    RiskLevel,
+    Signal,
+    Track,
+)
 
 LEVEL = "level"  # the signal label the scorer sets: warn | act (a resolved signal keeps the last one)
 
@@ -102,8 +115,7 @@ def _plan_acting(fault: Fault, *, policy: rules.Policy, now: datetime, situation
             track=Track.HARDWARE,
             node=node,
             reason=f"{why}; held at warn: {held}" if held else why,
-            params=(("level", level.value), ("effect", footprint.at_risk_effect(level)))
-            + ((("held", held),) if held else ()),
+            params=AtRiskParams(level, held=held),
         )
     ]
     if level is RiskLevel.ACT:
@@ -207,7 +219,7 @@ def _act_step(fault: Fault, *, policy: rules.Policy, situation: Situation, why: 
                 node=node,
                 pod=pod.ref,
                 reason=ask,
-                params=(("uid", pod.uid),),
+                params=CheckpointParams(uid=pod.uid),
             )
             for pod in running
         ]
@@ -217,15 +229,9 @@ def _act_step(fault: Fault, *, policy: rules.Policy, situation: Situation, why: 
                 track=Track.WORKLOAD,
                 node=node,
                 reason=ask,
-                params=(
-                    ("kind", kind),
-                    ("name", name),
-                    ("namespace", namespace),
-                    ("uid", uid),
-                    ("api_version", api_version),
-                ),
+                params=CheckpointParams(owner=owner, namespace=namespace),
             )
-            for namespace, kind, name, uid, api_version in _owners(running)
+            for namespace, owner in _owners(running)
         ]
     if prediction.drain:
         actions += [
@@ -242,17 +248,14 @@ def _act_step(fault: Fault, *, policy: rules.Policy, situation: Situation, why: 
     return actions
 
 
-def _owners(pods: list[PodState]) -> list[tuple[str, str, str, str, str]]:
+def _owners(pods: list[PodState]) -> list[tuple[str, OwnerRef]]:
     """Each distinct controller of the pods once, in pod order: several ranks of one Job are one request."""
-    seen: dict[tuple[str, str, str], tuple[str, str]] = {}
+    seen: dict[tuple[str, str, str], OwnerRef] = {}
     for pod in pods:
         owner = pod.controller
         if owner is not None:
-            seen.setdefault((pod.namespace, owner.kind, owner.name), (owner.uid, owner.api_version))
-    return [
-        (namespace, kind, name, uid, api_version)
-        for (namespace, kind, name), (uid, api_version) in seen.items()
-    ]
+            seen.setdefault((pod.namespace, owner.kind, owner.name), owner)
+    return [(namespace, owner) for (namespace, _, _), owner in seen.items()]
 
 
 def _clear(fault: Fault, *, now: datetime, tainted: bool | None) -> Plan:

@@ -19,15 +19,16 @@ from app.domain import (
     Action,
     ActionKind,
     ActionParams,
+    FaultClass,
     Pairs,
     Plan,
     PodRef,
-    RemediationParams,
     Signal,
     SignalSource,
     SignalStatus,
     Track,
 )
+from app.store import action_params
 
 
 def _time(value: Any) -> datetime:
@@ -44,17 +45,10 @@ Time = Annotated[datetime, PlainValidator(_time), PlainSerializer(datetime.isofo
 PairsObject = Annotated[Pairs, BeforeValidator(_pairs), PlainSerializer(dict, return_type=dict[str, str])]
 
 
-def params_object(params: Pairs | ActionParams) -> dict[str, str]:
-    """An action's parameters as the string-valued object the journal has always held.
-
-    A remediator's template and URL are policy, not part of the record (a URL may carry a token)."""
-    if isinstance(params, RemediationParams):
-        return {"remediation": params.remediation.value, "remediator": params.remediator}
-    return dict(params)
-
-
-# An action's typed parameters, written as the object above.
-ParamsObject = Annotated[Pairs | ActionParams, PlainSerializer(params_object, return_type=dict[str, str])]
+# An action's typed parameters, as the string-valued object the journal has always held.
+ParamsObject = Annotated[
+    ActionParams | None, PlainSerializer(action_params.to_object, return_type=dict[str, str])
+]
 
 
 class SignalShape(TypedDict):
@@ -131,3 +125,19 @@ def dumps(data: Any) -> str:
 
 def signal_json(signal: Signal) -> str:
     return dumps(signal_to_dict(signal))
+
+
+def action_from_dict(data: dict[str, Any], *, fault_class: FaultClass | None = None) -> Action:
+    """A journaled action, from a row of any age (see `action_params.from_object` for `fault_class`)."""
+    kind = ActionKind(data["kind"])
+    pod = data.get("pod")
+    not_before = data.get("not_before")
+    return Action(
+        kind=kind,
+        track=Track(data["track"]),
+        reason=str(data.get("reason", "")),
+        node=data.get("node"),
+        pod=PodRef(pod["namespace"], pod["name"], pod.get("container")) if pod else None,
+        params=action_params.from_object(kind, data.get("params") or {}, fault_class=fault_class),
+        not_before=_time(not_before) if not_before else None,
+    )

@@ -20,7 +20,9 @@ from app.domain import (
     PastFault,
     PodRef,
     PodState,
+    QuarantineParams,
     RemediationParams,
+    RestartParams,
     Signal,
     SignalSource,
     SignalStatus,
@@ -128,7 +130,7 @@ def test_driver_mismatch_taints_without_cordon_or_drain() -> None:
         fault(FaultClass.DRIVER_MISMATCH), policy=POLICY, now=T0, situation=Situation(node=NODE)
     )
     assert kinds(plan) == [ActionKind.QUARANTINE]
-    assert plan.actions[0].param("cordon") == "false"
+    assert plan.actions[0].params == QuarantineParams(FaultClass.DRIVER_MISMATCH, cordon=False)
 
 
 def test_app_xid_restarts_the_pod_and_never_the_node() -> None:
@@ -140,7 +142,7 @@ def test_app_xid_restarts_the_pod_and_never_the_node() -> None:
         situation=Situation(node=NODE, pods_on_node=(pod,)),
     )
     assert kinds(plan) == [ActionKind.RESTART_POD]
-    assert plan.actions[0].param("uid") == "uid-trainer-0"
+    assert plan.actions[0].params == RestartParams("uid-trainer-0")
     assert plan.actions[0].not_before == T0
 
 
@@ -164,7 +166,7 @@ def test_second_restart_waits_for_backoff() -> None:
     )
     action = plan.actions[0]
     assert action.kind is ActionKind.RESTART_POD
-    assert action.param("attempt") == "2"
+    assert "attempt 2" in plan.summary
     assert action.not_before == T0 + POLICY.retry.initial
 
 
