@@ -41,6 +41,10 @@ DRAIN_FAILED_AT = "sickbay.io/drain-failed-at"
 # delay counts from here, on whichever replica leads. Removed when it stops being healthy, on any state
 # change or new quarantine (the delay starts over), and on release.
 HEALTHY_SINCE = "sickbay.io/healthy-since"
+# Since when reconciliation has seen the node's GPU allocatable below its capacity: the allocatable grace
+# counts from here, on whichever replica leads. An observation of any managed GPU node, ours or not, so a
+# release leaves it; removed when allocatable is back (or the node opts out).
+ALLOCATABLE_SHORT_SINCE = "sickbay.io/allocatable-short-since"
 MANAGED = "sickbay.io/managed"
 CONDITION = "GpuHealthy"
 # A lasting soft (transient) signal; the type is a policy setting (`transient.condition`), this its default.
@@ -268,10 +272,16 @@ def healthy_condition(*, now: datetime, message: str) -> Condition:
 
 def healthy_mark_patch(node: NodeState, *, since: datetime | None) -> NodePatch:
     """Set the node's `healthy-since` mark, or remove it (`since` None); guarded by the read's version."""
+    return time_mark_patch(node, HEALTHY_SINCE, since=since)
+
+
+def time_mark_patch(node: NodeState, key: str, *, since: datetime | None) -> NodePatch:
+    """Set one of the node's timer annotations (`healthy-since`, `allocatable-short-since`) to `since`, or
+    remove it (`since` None); guarded by the read's version, so a node changed since is marked next round."""
     return NodePatch(
         node=node.name,
         resource_version=node.resource_version,
-        annotations=((HEALTHY_SINCE, since.isoformat() if since is not None else ""),),
+        annotations=((key, since.isoformat() if since is not None else ""),),
     )
 
 

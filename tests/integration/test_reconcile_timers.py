@@ -215,3 +215,95 @@ async def test_an_escalation_whose_remediator_fails_is_asked_again(tmp_path: Pat
             failed = [o for o in outcomes if o["kind"] == "request-remediation" and o["status"] == "failed"]
             assert len(failed) == 2, "the next round asks again"
             assert received == []
+
+
+async def test_a_new_leader_mid_allocatable_grace_signals_when_the_old_one_would_have(tmp_path: Path) -> None:
+    """The allocatable grace counts from the node's `allocatable-short-since`, written by the replica that
+    first saw the drop, so the new leader signals it at t0 + grace, not t0 + grace/2 + grace."""
+    short = "gpu-07"  # no pods, not quarantined: only the drop itself can take it out
+    async with open_world(tmp_path) as a:
+        await a.core.patch_node_status(short, {"status": {"allocatable": {"nvidia.com/gpu": "7"}}})
+        await a.reconcile()
+        annotations = (await a.node(short)).metadata.annotations or {}
+        mark = annotations.get(footprint.ALLOCATABLE_SHORT_SINCE)
+        assert mark is not None, "replica A writes when it first saw the drop"
+        t0 = datetime.fromisoformat(mark)
+        await a.client.close()
+
+        grace = timedelta(minutes=5)  # the shipped policy's allocatable_grace
+        b_clock = Clock()
+        b_clock.set_to(t0 + grace / 2)
+        (tmp_path / "b").mkdir()
+        async with open_world(tmp_path / "b", cluster=a.sim, identity="sickbay-test-1", clock=b_clock) as b:
+            await b.reconcile()
+            assert not (await b.node(short)).spec.unschedulable, "halfway through the grace"
+            assert (await b.node(short)).metadata.annotations[footprint.ALLOCATABLE_SHORT_SINCE] == mark
+
+            b_clock.set_to(t0 + grace)
+            await b.reconcile()
+
+            async def quarantined() -> bool:
+                return bool((await b.node(short)).spec.unschedulable)
+
+            await eventually(quarantined, what="the drop signalled at t0 + grace")
+            node = await b.node(short)
+            assert "allocatable 7 below capacity 8" in node.metadata.annotations[footprint.REASON]
+            journal = b.services.journal
+            assert journal is not None
+            entries = await journal.entries(node=short)
+            assert [(e.fault_class, e.source) for e in entries] == [("reset-gpu", "allocatable")], "once"
+
+            await b.core.patch_node_status(short, {"status": {"allocatable": {"nvidia.com/gpu": "8"}}})
+            await b.reconcile()
+            await b.reconcile()  # the first round's writes (a healthy mark) may take the node's version
+            after = (await b.node(short)).metadata.annotations or {}
+            assert footprint.ALLOCATABLE_SHORT_SINCE not in after, "the mark goes when allocatable is back"
+
+
+async def test_a_soft_condition_nothing_keeps_up_is_cleared_after_its_time_to_live(tmp_path: Path) -> None:
+    """Agent events never resolve: GpuSoftFault=True goes once no soft signal fired for `condition_ttl`
+    (the shipped 1 h), counted from the condition's own transition time, whoever leads."""
+    async with open_world(tmp_path) as world:
+        raised = (world.clock() - timedelta(minutes=59)).isoformat()
+        condition = {
+            "type": "GpuSoftFault",
+            "status": "True",
+            "reason": "PowerBrake",
+            "lastTransitionTime": raised,
+        }
+        await world.core.patch_node_status("gpu-04", {"status": {"conditions": [condition]}})
+
+        async def soft() -> str | None:
+            conditions = (await world.node("gpu-04")).status.conditions or []
+            return next((c.status for c in conditions if c.type == "GpuSoftFault"), None)
+
+        await world.reconcile()
+        assert await soft() == "True", "within its time to live"
+        world.clock.advance(timedelta(minutes=2))
+        await world.reconcile()
+        assert await soft() == "False"
+        [cleared] = await world.events("SickbaySoftFaultCleared")
+        assert "no soft signal has fired on the node for 1:00:00" in cleared.message
+
+
+async def test_a_dry_run_times_the_allocatable_grace_without_writing(tmp_path: Path) -> None:
+    async with open_world(tmp_path, dry_run=True) as world:
+        await world.core.patch_node_status("gpu-07", {"status": {"allocatable": {"nvidia.com/gpu": "7"}}})
+        world.sim.reset_counters()
+        await world.reconcile()
+        world.clock.advance(timedelta(minutes=6))
+        await world.reconcile()
+        journal = world.services.journal
+        assert journal is not None
+
+        async def would_quarantine() -> bool:
+            outcomes = await journal.outcomes(node="gpu-07")
+            return any(o["kind"] == "quarantine" and o["status"] == "dry-run" for o in outcomes)
+
+        await eventually(would_quarantine, what="the drop signalled and its quarantine dry-run")
+        assert world.sim.counters()["writes"] == 0, world.sim.counters()
+        assert footprint.ALLOCATABLE_SHORT_SINCE not in (
+            (await world.node("gpu-07")).metadata.annotations or {}
+        )
+        await world.reconcile()
+        assert len(await journal.entries(node="gpu-07")) == 1, "signalled once"

@@ -446,3 +446,149 @@ def test_a_new_quarantine_clears_the_healthy_mark() -> None:
     assert dict(graver.annotations)[footprint.HEALTHY_SINCE] == ""
     fresh = footprint.quarantine_patch(NodeState(name="n1"), fault, now=T0, identity="sickbay-0")
     assert footprint.HEALTHY_SINCE not in dict(fresh.annotations)
+
+
+TRANSIENT = rules.TransientPolicy(condition_ttl=60 * MIN)
+
+
+def soft(status: str = "True", at: datetime | None = T0 - 61 * MIN) -> NodeState:
+    condition = Condition(type="GpuSoftFault", status=status, reason="PowerBrake", last_transition=at)
+    return NodeState(name="n1", conditions=(condition,))
+
+
+@pytest.mark.parametrize(
+    ("node", "firing", "cleared"),
+    [
+        # Raised longer ago than its time to live and nothing soft fires: cleared.
+        (soft(), [], True),
+        (soft(at=T0 - 60 * MIN), ["reset-gpu", "at-risk"], True),  # other alerts do not keep it
+        # A soft alert still fires, or its time to live has not passed: kept.
+        (soft(), ["transient"], False),
+        (soft(at=T0 - 59 * MIN), [], False),
+        (soft(at=T0 + MIN), [], False),  # a transition ahead of this replica's clock
+        # Not raised, or no time to count from: nothing to clear.
+        (soft("False"), [], False),
+        (soft(at=None), [], False),
+        (NodeState(name="n1"), [], False),
+        (
+            NodeState(
+                name="n1", conditions=(Condition("GpuHealthy", "True", last_transition=T0 - 99 * MIN),)
+            ),
+            [],
+            False,
+        ),
+    ],
+)
+def test_soft_condition_step(node: NodeState, firing: list[str], cleared: bool) -> None:
+    decision = reconciling.soft_condition_step(node, firing=firing, policy=TRANSIENT, now=T0)
+    assert isinstance(decision, reconciling.ClearSoft) is cleared
+    outlived = reconciling.soft_condition_outlived(node, policy=TRANSIENT, now=T0)
+    assert outlived is (cleared or firing == ["transient"]), "asked only when it could be cleared"
+    if isinstance(decision, reconciling.ClearSoft):
+        assert decision.condition == Condition(
+            type="GpuSoftFault",
+            status="False",
+            reason="NoSoftFault",
+            message="no soft signal has fired on the node for 1:00:00",
+            last_transition=T0,
+        )
+
+
+GRACE = 5 * MIN
+CAPACITY = rules.ReleasePolicy(allocatable_grace=GRACE)
+
+
+def gpus(
+    allocatable: int, *, capacity: int = 8, owner: bool = False, managed: bool = True, **annotations: str
+) -> NodeState:
+    marks = {**annotations, **({footprint.OWNED_BY: "sickbay-0"} if owner else {})}
+    return NodeState(
+        name="n1",
+        gpu_capacity=capacity,
+        gpu_allocatable=allocatable,
+        labels=freeze_mapping({} if managed else {footprint.MANAGED: "false"}),
+        annotations=freeze_mapping(marks),
+    )
+
+
+def short_since(at: datetime | str) -> dict[str, str]:
+    return {footprint.ALLOCATABLE_SHORT_SINCE: at if isinstance(at, str) else at.isoformat()}
+
+
+def capacity_shape(decision: object) -> tuple[object, ...]:
+    match decision:
+        case reconciling.MarkShort(since=at):
+            return ("mark", at)
+        case reconciling.SignalShort(signal=signal, mark=mark):
+            return ("signal", signal.starts_at, mark)
+        case reconciling.Wait(until=at):
+            return ("wait", at)
+    raise AssertionError(decision)
+
+
+@pytest.mark.parametrize(
+    ("node", "policy", "signalled", "expected"),
+    [
+        # At capacity: nothing, or the mark of an earlier drop goes.
+        (gpus(8), CAPACITY, None, ("wait", None)),
+        (gpus(8, **short_since(T0 - MIN)), CAPACITY, None, ("mark", None)),
+        (gpus(0, capacity=0, **short_since(T0 - MIN)), CAPACITY, None, ("mark", None)),
+        # First seen short: the mark is written, the grace counts from now.
+        (gpus(7), CAPACITY, None, ("mark", T0)),
+        (gpus(7, owner=True), CAPACITY, None, ("mark", T0)),  # a node Sickbay holds is timed too
+        # Marked earlier, by this replica or the one before: wait out the grace, then signal once.
+        (gpus(7, **short_since(T0 - 4 * MIN)), CAPACITY, None, ("wait", T0 + MIN)),
+        (gpus(7, **short_since(T0 - GRACE)), CAPACITY, None, ("signal", T0 - GRACE, False)),
+        (gpus(0, **short_since(T0 - 9 * MIN)), CAPACITY, None, ("signal", T0 - 9 * MIN, False)),
+        (gpus(7, **short_since(T0 - 9 * MIN)), CAPACITY, T0 - 9 * MIN, ("wait", None)),
+        # A new drop (a new mark) is signalled even if an earlier one was.
+        (gpus(7, **short_since(T0 - 9 * MIN)), CAPACITY, T0 - 99 * MIN, ("signal", T0 - 9 * MIN, False)),
+        # Sickbay holds the node: its quarantine already covers the GPUs.
+        (gpus(7, owner=True, **short_since(T0 - 9 * MIN)), CAPACITY, None, ("wait", None)),
+        # Opted out: never signalled, and its mark goes.
+        (gpus(7, managed=False), CAPACITY, None, ("wait", None)),
+        (gpus(7, managed=False, **short_since(T0 - 9 * MIN)), CAPACITY, None, ("mark", None)),
+        # A mark that cannot be read is written again from now; one without an offset is UTC.
+        (gpus(7, **short_since("a while ago")), CAPACITY, None, ("mark", T0)),
+        (gpus(7, **short_since("2026-03-01T11:50:00")), CAPACITY, None, ("signal", T0 - 10 * MIN, False)),
+        # No grace: signalled the round it is first seen, with its mark.
+        (gpus(7), rules.ReleasePolicy(allocatable_grace=timedelta(0)), None, ("signal", T0, True)),
+        (gpus(7, owner=True), rules.ReleasePolicy(allocatable_grace=timedelta(0)), None, ("mark", T0)),
+    ],
+)
+def test_capacity_step(
+    node: NodeState, policy: rules.ReleasePolicy, signalled: datetime | None, expected: tuple[object, ...]
+) -> None:
+    decision = reconciling.capacity_step(node, policy=policy, now=T0, signalled=signalled)
+    assert capacity_shape(decision) == expected
+
+
+def test_the_allocatable_signal_is_a_reset_gpu_fault_named_after_its_drop() -> None:
+    since = T0 - 6 * MIN
+    decision = reconciling.capacity_step(gpus(7, **short_since(since)), policy=CAPACITY, now=T0)
+    assert isinstance(decision, reconciling.SignalShort)
+    signal = decision.signal
+    assert (signal.source, signal.status, signal.name, signal.node) == (
+        SignalSource.ALLOCATABLE,
+        SignalStatus.FIRING,
+        "GpuAllocatableBelowCapacity",
+        "n1",
+    )
+    assert (signal.starts_at, signal.received_at) == (since, T0)
+    assert signal.fingerprint == f"allocatable-n1-{int(since.timestamp())}", "the same on any leader"
+    assert signal.label("sickbay_class") == "reset-gpu"
+    assert dict(signal.annotations)["summary"] == (
+        "GPU allocatable 7 below capacity 8 for longer than 0:05:00: the device plugin marked a GPU unhealthy"
+    )
+
+
+def test_a_new_leader_signals_the_drop_when_the_old_one_would_have() -> None:
+    first = reconciling.capacity_step(gpus(7), policy=CAPACITY, now=T0)
+    assert capacity_shape(first) == ("mark", T0)
+    assert isinstance(first, reconciling.MarkShort)
+    marked = footprint.time_mark_patch(gpus(7), footprint.ALLOCATABLE_SHORT_SINCE, since=first.since)
+    after_failover = gpus(7, **dict(marked.annotations))
+    halfway = reconciling.capacity_step(after_failover, policy=CAPACITY, now=T0 + GRACE / 2)
+    assert capacity_shape(halfway) == ("wait", T0 + GRACE)
+    at_grace = reconciling.capacity_step(after_failover, policy=CAPACITY, now=T0 + GRACE)
+    assert capacity_shape(at_grace) == ("signal", T0, False)
