@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from app.act import ladder
+from app.act.at_risk import AtRiskWriter
 from app.act.drain import Drainer
 from app.act.handoff import HandOff
 from app.act.nodes import NodeWriter
@@ -44,6 +45,7 @@ class Executor:
         self,
         *,
         nodes: NodeWriter,
+        at_risk: AtRiskWriter,
         drainer: Drainer,
         handoff: HandOff,
         restarter: Restarter,
@@ -59,7 +61,7 @@ class Executor:
         self._journal = journal
         self._paused = paused
         self._clock = clock
-        self._ladder = ladder.Ladder(nodes=nodes, drainer=drainer, recorder=recorder, journal=journal)
+        self._ladder = ladder.Ladder(at_risk=at_risk, drainer=drainer, recorder=recorder, journal=journal)
 
     async def execute(
         self, plan: Plan, *, fault_id: int | None = None, node: NodeState | None = None

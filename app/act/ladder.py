@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
+from app.act.at_risk import AtRiskWriter
 from app.act.drain import Drainer
-from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
 from app.decide import drains
 from app.domain import (
@@ -45,8 +45,10 @@ PROACTIVE_KINDS = frozenset({ActionKind.TAINT_AT_RISK, ActionKind.CLEAR_AT_RISK}
 
 
 class Ladder:
-    def __init__(self, *, nodes: NodeWriter, drainer: Drainer, recorder: Recorder, journal: Journal) -> None:
-        self._nodes = nodes
+    def __init__(
+        self, *, at_risk: AtRiskWriter, drainer: Drainer, recorder: Recorder, journal: Journal
+    ) -> None:
+        self._at_risk = at_risk
         self._drainer = drainer
         self._recorder = recorder
         self._journal = journal
@@ -54,9 +56,9 @@ class Ladder:
     async def execute(self, plan: Plan, *, fault_id: int | None, known: NodeState | None) -> list[Outcome]:
         clear = next((a for a in plan.actions if a.kind is ActionKind.CLEAR_AT_RISK), None)
         if clear is not None:
-            return [await self._nodes.clear_at_risk(clear)]
+            return [await self._at_risk.clear(clear)]
         taint = next(a for a in plan.actions if a.kind is ActionKind.TAINT_AT_RISK)
-        result = await self._nodes.mark_at_risk(taint, known=known)
+        result = await self._at_risk.mark(taint, known=known)
         outcomes = [result.outcome]
         rest = [a for a in plan.actions if a is not taint]
         if not rest:
