@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from app.act import ladder
+from app.act.at_risk import AtRiskWriter
 from app.act.drain import Drainer
 from app.act.handoff import HandOff
 from app.act.nodes import NodeWriter
@@ -25,11 +26,13 @@ from app.act.workload import Restarter
 from app.domain import (
     Action,
     ActionKind,
-    FaultClass,
     NodeState,
     Outcome,
     OutcomeStatus,
     Plan,
+    QuarantineParams,
+    RecheckParams,
+    RemediationParams,
 )
 from app.store.journal import Journal
 
@@ -42,6 +45,7 @@ class Executor:
         self,
         *,
         nodes: NodeWriter,
+        at_risk: AtRiskWriter,
         drainer: Drainer,
         handoff: HandOff,
         restarter: Restarter,
@@ -57,7 +61,7 @@ class Executor:
         self._journal = journal
         self._paused = paused
         self._clock = clock
-        self._ladder = ladder.Ladder(nodes=nodes, drainer=drainer, recorder=recorder, journal=journal)
+        self._ladder = ladder.Ladder(at_risk=at_risk, drainer=drainer, recorder=recorder, journal=journal)
 
     async def execute(
         self, plan: Plan, *, fault_id: int | None = None, node: NodeState | None = None
@@ -102,7 +106,7 @@ class Executor:
         if quarantine is not None and (evictions or drain_whole_node or remediation):
             node = quarantine.node
             assert node is not None
-            fault_class = FaultClass(quarantine.param("class") or plan.fault.fault_class.value)
+            fault_class = quarantine.params_as(QuarantineParams).fault_class
             outcomes.append(
                 self._recorder.outcome(
                     quarantine, OutcomeStatus.RECORDED, f"drain of {node} started in the background"
@@ -115,7 +119,7 @@ class Executor:
                 reason=plan.fault.reason,
                 pods=pods,
                 fault_id=fault_id,
-                remediate=remediation is not None,
+                remediation=remediation.params_as(RemediationParams) if remediation else None,
             )
         outcomes += await asyncio.gather(
             *(
@@ -134,7 +138,7 @@ class Executor:
         """Re-checks are Sickbay's own bookkeeping (they run even when paused); conditions are node writes."""
         if action.kind is ActionKind.RECHECK:
             due = action.not_before or self._clock()
-            check = int(action.param("check") or "1")
+            check = action.params_as(RecheckParams).check
             await self._journal.schedule_recheck(plan.fault.signal, due=due, check=check)
             return self._recorder.outcome(
                 action, OutcomeStatus.RECORDED, f"re-check {check} at {due.isoformat()}"

@@ -92,15 +92,16 @@ class GateKeeper:
             await self._set_breaker(verdict.breaker)
             return verdict
 
-    def admit_proactive(self, node: str, nodes: Sequence[NodeState]) -> gates.ProactiveVerdict:
-        """May `node` go to at-risk `act`, against a fresh full node list? Hold `proactive_lock` through the
-        write that follows, so two nodes never both take the last slot."""
+    def listed(self, nodes: Sequence[NodeState]) -> gates.ProactiveFleet:
+        """A full node list taken for the proactive budget (under `proactive_lock`): the fleet it measures,
+        kept as the current fleet (and the at-risk gauge) until the next list."""
         self._nodes = {n.name: n for n in nodes}
         self._export_proactive()
-        verdict = gates.admit_proactive(gates.ProactiveFleet.of(nodes), node=node, policy=self._policy)
-        if not verdict.allowed:
-            self.count_proactive_refusal()
-        return verdict
+        return gates.ProactiveFleet.of(nodes)
+
+    @property
+    def policy(self) -> rules.BudgetPolicy:
+        return self._policy
 
     def proactive_fleet(self) -> gates.ProactiveFleet:
         """The GPU fleet and its nodes at act, as last listed (and kept current by our own writes)."""

@@ -21,7 +21,16 @@ from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
 from app.act.remediate import Remediators
 from app.decide import drains
-from app.domain import Action, ActionKind, FaultClass, OutcomeStatus, PodRef, Track
+from app.domain import (
+    Action,
+    ActionKind,
+    FaultClass,
+    Outcome,
+    OutcomeStatus,
+    PodRef,
+    RemediationParams,
+    Track,
+)
 from app.kube import errors
 from app.obs.metrics import Metrics
 from app.store.journal import Journal
@@ -59,16 +68,16 @@ class HandOff:
         reason: str,
         pods: list[PodRef] | None = None,
         fault_id: int | None = None,
-        remediate: bool = True,
+        remediation: RemediationParams | None = None,
     ) -> asyncio.Task[drains.DrainResult]:
         """Drain `node` in the background (the listed pods, or all its drainable pods), then hand it to the
-        remediator for `fault_class` if the drain emptied it (`remediate`), else mark it `drain-failed`."""
+        remediator decide chose (`remediation`, if any) if the drain emptied it, else mark it `drain-failed`."""
 
         async def first() -> None:
             await self._nodes.begin_drain(node, fault_class)
 
         async def then(result: drains.DrainResult) -> None:
-            await self._after(result, fault_class, reason=reason, fault_id=fault_id, remediate=remediate)
+            await self._after(result, fault_class, reason=reason, fault_id=fault_id, remediation=remediation)
 
         return self._drainer.start(node, reason=reason, pods=pods, first=first, then=then)
 
@@ -79,18 +88,32 @@ class HandOff:
         *,
         reason: str,
         fault_id: int | None,
-        remediate: bool,
+        remediation: RemediationParams | None,
     ) -> None:
         await self._journal.record_outcomes(fault_id, list(result.outcomes))
         if not result.drained:
-            await self._failed(result, fault_class, reason=reason, fault_id=fault_id)
+            await self._failed(result, fault_class, reason=reason, fault_id=fault_id, remediation=remediation)
             return
-        if remediate:
-            done = await self._remediators.request(result.node, fault_class, reason=reason)
-            await self._journal.record_outcomes(fault_id, [done])
+        if remediation is not None:
+            await self.request(result.node, remediation, reason=reason, fault_id=fault_id)
+
+    async def request(
+        self, node: str, remediation: RemediationParams, *, reason: str, fault_id: int | None = None
+    ) -> Outcome:
+        """Hand an empty node to the remediator decide chose and journal the outcome: after its drain, and
+        for `replace` when reconciliation escalates a remediation that timed out."""
+        done = await self._remediators.request(node, remediation, reason=reason)
+        await self._journal.record_outcomes(fault_id, [done])
+        return done
 
     async def _failed(
-        self, result: drains.DrainResult, fault_class: FaultClass, *, reason: str, fault_id: int | None
+        self,
+        result: drains.DrainResult,
+        fault_class: FaultClass,
+        *,
+        reason: str,
+        fault_id: int | None,
+        remediation: RemediationParams | None,
     ) -> None:
         why = result.summary()
         for label in result.reasons:
@@ -110,7 +133,7 @@ class HandOff:
             track=Track.HARDWARE,
             node=result.node,
             reason=reason,
-            params=(("remediation", fault_class.value),),
+            params=remediation or RemediationParams(fault_class),
         )
         held = self._recorder.outcome(action, OutcomeStatus.BLOCKED, f"not handed off: drain failed: {why}")
         await self._journal.record_outcomes(fault_id, [held])

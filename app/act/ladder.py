@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import asyncio
 
+from app.act.at_risk import AtRiskWriter
 from app.act.drain import Drainer
-from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
 from app.decide import drains
-from app.domain import Action, ActionKind, NodeState, Outcome, OutcomeStatus, Plan, RiskLevel
+from app.domain import (
+    Action,
+    ActionKind,
+    CheckpointParams,
+    NodeState,
+    Outcome,
+    OutcomeStatus,
+    Plan,
+    RiskLevel,
+)
 from app.store.journal import Journal
 
 CHECKPOINT_REASON = "SickbayCheckpointRequested"
@@ -36,8 +45,10 @@ PROACTIVE_KINDS = frozenset({ActionKind.TAINT_AT_RISK, ActionKind.CLEAR_AT_RISK}
 
 
 class Ladder:
-    def __init__(self, *, nodes: NodeWriter, drainer: Drainer, recorder: Recorder, journal: Journal) -> None:
-        self._nodes = nodes
+    def __init__(
+        self, *, at_risk: AtRiskWriter, drainer: Drainer, recorder: Recorder, journal: Journal
+    ) -> None:
+        self._at_risk = at_risk
         self._drainer = drainer
         self._recorder = recorder
         self._journal = journal
@@ -45,9 +56,9 @@ class Ladder:
     async def execute(self, plan: Plan, *, fault_id: int | None, known: NodeState | None) -> list[Outcome]:
         clear = next((a for a in plan.actions if a.kind is ActionKind.CLEAR_AT_RISK), None)
         if clear is not None:
-            return [await self._nodes.clear_at_risk(clear)]
+            return [await self._at_risk.clear(clear)]
         taint = next(a for a in plan.actions if a.kind is ActionKind.TAINT_AT_RISK)
-        result = await self._nodes.mark_at_risk(taint, known=known)
+        result = await self._at_risk.mark(taint, known=known)
         outcomes = [result.outcome]
         rest = [a for a in plan.actions if a is not taint]
         if not rest:
@@ -66,22 +77,25 @@ class Ladder:
         target = str(action.pod) if action.pod is not None else _owner(action)
         if dry_run:
             return self._recorder.outcome(action, OutcomeStatus.DRY_RUN, f"would ask {target} to checkpoint")
+        params = action.params_as(CheckpointParams)
+        owner = params.owner
         if action.pod is not None:
             written = await self._recorder.pod_event(
-                action.pod, CHECKPOINT_REASON, action.reason, uid=action.param("uid") or "", warning=True
+                action.pod, CHECKPOINT_REASON, action.reason, uid=params.uid, warning=True
             )
-        else:
-            kind = action.param("kind") or ""
+        elif owner is not None:
             written = await self._recorder.owner_event(
-                kind=kind,
-                name=action.param("name") or "",
-                namespace=action.param("namespace") or "",
-                api_version=action.param("api_version") or API_VERSIONS.get(kind, ""),
-                uid=action.param("uid") or "",
+                kind=owner.kind,
+                name=owner.name,
+                namespace=params.namespace,
+                api_version=owner.api_version or API_VERSIONS.get(owner.kind, ""),
+                uid=owner.uid,
                 reason=CHECKPOINT_REASON,
                 message=action.reason,
                 warning=True,
             )
+        else:  # names neither: nothing to ask
+            written = False
         if not written:
             return self._recorder.outcome(
                 action, OutcomeStatus.FAILED, f"could not write the Event on {target}"
@@ -121,4 +135,6 @@ def _not_acting(level: RiskLevel | None, outcome: Outcome) -> str:
 
 
 def _owner(action: Action) -> str:
-    return f"{action.param('kind')} {action.param('namespace')}/{action.param('name')}"
+    params = action.params_as(CheckpointParams)
+    owner = params.owner
+    return f"{owner.kind} {params.namespace}/{owner.name}" if owner is not None else "nobody"

@@ -1,5 +1,5 @@
-"""Node writes: quarantine, state changes, release and the at-risk taint, each one read and one write,
-safe under races.
+"""Node writes: quarantine, state changes, release and the soft-fault condition, each one read and one
+write, safe under races (the at-risk taint's are in `at_risk`).
 
 Every write is computed from a fresh read and carries that read's `resourceVersion`; a 409 means someone
 else changed the node in between, so we read again and recompute rather than overwrite their change.
@@ -22,14 +22,15 @@ from app.decide import footprint
 from app.domain import (
     Action,
     Condition,
+    ConditionParams,
     Fault,
     FaultClass,
     NodePatch,
     NodeState,
     Outcome,
     OutcomeStatus,
+    QuarantineParams,
     RemediationState,
-    RiskLevel,
 )
 from app.kube import conflicts, errors, port
 
@@ -41,13 +42,6 @@ _ANNOTATION_MAX = 1000  # an annotation is for a person reading `kubectl describ
 class WriteResult:
     outcome: Outcome
     node: NodeState | None
-
-
-@dataclass(frozen=True)
-class AtRiskResult:
-    outcome: Outcome
-    # The level the node carries after this write (or would, in a dry run); None when it was not touched.
-    level: RiskLevel | None
 
 
 class NodeWriter:
@@ -82,8 +76,8 @@ class NodeWriter:
         """
         name = action.node
         assert name is not None
-        cls = FaultClass(action.param("class") or fault.fault_class.value)
-        cordon = action.param("cordon") != "false"
+        params = action.params_as(QuarantineParams)
+        cls, cordon = params.fault_class, params.cordon
 
         async def attempt(number: int) -> WriteResult:
             try:
@@ -143,9 +137,7 @@ class NodeWriter:
         )
 
     def _gave_up(self, action: Action) -> Outcome:
-        return self._recorder.outcome(
-            action, OutcomeStatus.FAILED, f"gave up after {conflicts.TRIES} conflicts"
-        )
+        return gave_up(self._recorder, action)
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -165,118 +157,6 @@ class NodeWriter:
             name, "SickbayQuarantined", f"{cls.value}: {fault.reason}", warning=True
         )
 
-    async def mark_at_risk(self, action: Action, *, known: NodeState | None = None) -> AtRiskResult:
-        """Set the at-risk taint to the action's level; `act` only within the proactive budget, else `warn`.
-
-        The step to `act` lists the nodes and writes under the proactive lock, so the budget check and the
-        write are one decision. Nodes quarantined for a fault are left alone.
-        """
-        wanted = RiskLevel(action.param("level") or RiskLevel.WARN.value)
-        if action.param("held"):  # decide already held it at warn: the budget refused it there
-            self._gates.count_proactive_refusal()
-        if wanted is not RiskLevel.ACT:
-            return await self._at_risk(action, wanted, known=known)
-        async with self._gates.proactive_lock:
-            return await self._at_risk(action, wanted, known=None)
-
-    async def _at_risk(self, action: Action, wanted: RiskLevel, *, known: NodeState | None) -> AtRiskResult:
-        name = action.node
-        assert name is not None
-
-        async def attempt(number: int) -> AtRiskResult:
-            level, held = wanted, ""
-            fleet: list[NodeState] | None = None
-            try:
-                if wanted is RiskLevel.ACT and number == 1:
-                    # The fresh list is both the re-read of the node and the budget's fleet.
-                    fleet = await self._kube.list_nodes()
-                    node = next((n for n in fleet if n.name == name), None)
-                else:
-                    node = known if known is not None and number == 1 else await self._kube.get_node(name)
-            except errors.NotFoundError:
-                node = None
-            if node is None:
-                return AtRiskResult(
-                    self._recorder.outcome(action, OutcomeStatus.SKIPPED, "node not found"), None
-                )
-            skip = _leave_alone(node)
-            if skip:
-                return AtRiskResult(self._recorder.outcome(action, OutcomeStatus.SKIPPED, skip), None)
-            if fleet is not None:
-                verdict = self._gates.admit_proactive(name, fleet)
-                if not verdict.allowed:
-                    level, held = RiskLevel.WARN, verdict.reason
-            current = footprint.at_risk_level(node)
-            held_note = f"; held at warn: {held}" if held else ""
-            if current is level:
-                detail = f"already {footprint.at_risk_taint(level)}{held_note}"
-                return AtRiskResult(self._recorder.outcome(action, OutcomeStatus.SKIPPED, detail), level)
-            patch = footprint.at_risk_patch(node, level=level, reason=action.reason, now=self._clock())
-            if self._dry_run:
-                detail = f"would patch: {describe(patch)}{held_note}"
-                return AtRiskResult(self._recorder.outcome(action, OutcomeStatus.DRY_RUN, detail), level)
-            try:
-                updated = await self._kube.patch_node(patch)
-            except errors.ConflictError:
-                raise
-            except errors.KubeError as exc:
-                return AtRiskResult(self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc)), None)
-            self._gates.noted(updated)
-            await self._recorder.node_event(
-                name,
-                "SickbayAtRisk",
-                f"{footprint.at_risk_taint(level)}: {action.reason}{held_note}",
-                warning=True,
-            )
-            return AtRiskResult(
-                self._recorder.outcome(
-                    action, OutcomeStatus.APPLIED, describe(patch) + held_note, attempts=number
-                ),
-                level,
-            )
-
-        return await conflicts.retry_on_conflict(
-            attempt, what=f"node {name}", gave_up=lambda: AtRiskResult(self._gave_up(action), None)
-        )
-
-    async def clear_at_risk(self, action: Action) -> Outcome:
-        """Remove the at-risk taint (and the `at-risk` state) once the risk is gone; quarantined nodes stay."""
-        name = action.node
-        assert name is not None
-
-        async def attempt(number: int) -> Outcome:
-            try:
-                node = await self._kube.get_node(name)
-            except errors.NotFoundError:
-                return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "node not found")
-            current = footprint.quarantined_class(node)
-            if current is not None:
-                return self._recorder.outcome(
-                    action,
-                    OutcomeStatus.SKIPPED,
-                    f"quarantined for {current.value}: left alone, its release removes the at-risk taint",
-                )
-            patch = footprint.clear_at_risk_patch(node)
-            if patch.empty:
-                return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "no at-risk taint to remove")
-            if self._dry_run:
-                return self._recorder.outcome(
-                    action, OutcomeStatus.DRY_RUN, f"would patch: {describe(patch)}"
-                )
-            try:
-                updated = await self._kube.patch_node(patch)
-            except errors.ConflictError:
-                raise
-            except errors.KubeError as exc:
-                return self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc))
-            self._gates.noted(updated)
-            await self._recorder.node_event(name, "SickbayAtRiskCleared", action.reason)
-            return self._recorder.outcome(action, OutcomeStatus.APPLIED, describe(patch), attempts=number)
-
-        return await conflicts.retry_on_conflict(
-            attempt, what=f"node {name}", gave_up=lambda: self._gave_up(action)
-        )
-
     async def soft_condition(self, action: Action, *, raise_it: bool) -> Outcome:
         """Raise (True) or clear (False) the soft-fault condition, with an Event when it changes.
 
@@ -285,7 +165,8 @@ class NodeWriter:
         """
         name = action.node
         assert name is not None
-        kind = action.param("condition") or footprint.SOFT_CONDITION
+        params = action.params_as(ConditionParams)
+        kind = params.condition
         try:
             node = await self._kube.get_node(name)
         except errors.NotFoundError:
@@ -299,7 +180,7 @@ class NodeWriter:
         current = node.condition(kind)
         if raise_it:
             wanted = footprint.soft_condition(
-                kind, reason=action.param("reason") or "SoftFault", message=action.reason, now=self._clock()
+                kind, reason=params.reason or "SoftFault", message=action.reason, now=self._clock()
             )
             if current is not None and (current.status, current.reason) == ("True", wanted.reason):
                 return self._recorder.outcome(action, OutcomeStatus.SKIPPED, f"{kind} is already True")
@@ -394,18 +275,12 @@ class NodeWriter:
         return updated
 
 
-def _leave_alone(node: NodeState) -> str:
-    """Why the at-risk ladder must not touch `node` now, or empty when it may."""
-    if not node.managed:
-        return "node opted out (sickbay.io/managed=false)"
-    current = footprint.quarantined_class(node)
-    if current is not None:
-        return f"quarantined for {current.value}: the at-risk ladder leaves it alone"
-    return ""
-
-
 def _as_class(fault: Fault, cls: FaultClass) -> Fault:
     return fault if fault.fault_class is cls else replace(fault, fault_class=cls)
+
+
+def gave_up(recorder: Recorder, action: Action) -> Outcome:
+    return recorder.outcome(action, OutcomeStatus.FAILED, f"gave up after {conflicts.TRIES} conflicts")
 
 
 def describe(patch: NodePatch) -> str:

@@ -8,13 +8,16 @@ uncordoned is let go. Each round observes a node, asks `decide.reconciling` what
 comparisons and the timers are there, and the timers are annotations on the node, so a new leader counts
 from where the old one stopped.
 It also turns a sustained drop of GPU allocatable below capacity (the device plugin marking a GPU
-unhealthy) into a signal, since nothing else in Kubernetes links that to the pods on the GPU.
+unhealthy) into a signal, since nothing else in Kubernetes links that to the pods on the GPU, and clears a
+soft-fault condition nothing keeps up; those timers are on the node too (`allocatable-short-since`, the
+condition's transition time).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import datetime
 
 from app.act import nodes
@@ -27,10 +30,9 @@ from app.decide import footprint, reconciling
 from app.domain import (
     FaultClass,
     NodeState,
+    RemediationParams,
     RemediationState,
     Signal,
-    SignalSource,
-    SignalStatus,
     freeze_mapping,
 )
 from app.kube import errors, port
@@ -38,7 +40,6 @@ from app.obs.metrics import Metrics
 from app.store.journal import Journal
 
 log = logging.getLogger("app.act")
-ALLOCATABLE_ALERT = "GpuAllocatableBelowCapacity"
 
 
 class Reconciler:
@@ -68,8 +69,9 @@ class Reconciler:
         self._clock = clock
         self._emit = emit
         self._dry_run = dry_run
-        self._short_since: dict[str, datetime] = {}
-        self._reported_short: set[str] = set()
+        # The allocatable drop each node was last signalled for (its mark): one signal per drop.
+        self._signalled: dict[str, datetime] = {}
+        self._dry_marks = DryMarks()
 
     async def run_once(self) -> None:
         try:
@@ -96,7 +98,9 @@ class Reconciler:
 
     async def _owned(self, node: NodeState) -> None:
         now = self._clock()
-        step = reconciling.next_step(node, drain_running=self._handoff.running(node.name))
+        step = reconciling.next_step(
+            node, drain_running=self._handoff.running(node.name), policy=self._policy
+        )
         lost = reconciling.lost_condition(node, step, now=now)
         if lost is not None and not self._dry_run:
             await self._kube.set_node_condition(node.name, lost)
@@ -108,24 +112,34 @@ class Reconciler:
                 await self._release(node, now=now)
             case reconciling.Step.RESUME_DRAIN if cls is not None:
                 log.info("reconcile: resuming the drain of %s", node.name)
-                self._start_drain(node.name, cls, how="resumed")
+                self._start_drain(node.name, cls, how="resumed", remediation=step.remediation)
             case reconciling.Step.DRAIN_AGAIN if cls is not None:
-                await self._drain_again(node, cls, now=now)
+                await self._drain_again(node, cls, now=now, remediation=step.remediation)
             case reconciling.Step.FOLLOW_REMEDIATION:
                 await self._follow_remediation(node, cls, now=now)
             case _:
                 pass
 
-    def _start_drain(self, name: str, fault_class: FaultClass, *, how: str) -> None:
-        self._handoff.start(name, fault_class, reason=f"{fault_class.value}: drain {how} by reconciliation")
+    def _start_drain(
+        self, name: str, fault_class: FaultClass, *, how: str, remediation: RemediationParams | None
+    ) -> None:
+        reason = f"{fault_class.value}: drain {how} by reconciliation"
+        self._handoff.start(name, fault_class, reason=reason, remediation=remediation)
 
-    async def _drain_again(self, node: NodeState, fault_class: FaultClass, *, now: datetime) -> None:
+    async def _drain_again(
+        self,
+        node: NodeState,
+        fault_class: FaultClass,
+        *,
+        now: datetime,
+        remediation: RemediationParams | None,
+    ) -> None:
         pods = await self._kube.list_pods(node=node.name)
         decision = reconciling.drain_again(node, pods=pods, policy=self._policy.drain, now=now)
         match decision:
             case reconciling.DrainAgain(how=how, why=why):
                 log.info("reconcile: %s: %s", node.name, why)
-                self._start_drain(node.name, fault_class, how=how)
+                self._start_drain(node.name, fault_class, how=how, remediation=remediation)
             case reconciling.Wait(why=why):
                 log.debug("reconcile: %s: %s", node.name, why)
 
@@ -134,11 +148,12 @@ class Reconciler:
             case reconciling.Verify(why=why):
                 await self._nodes.set_state(node.name, RemediationState.VERIFYING)
                 await self._recorder.node_event(node.name, "SickbayVerifying", why)
-            case reconciling.Escalate(why=why):
+            case reconciling.Escalate(why=why, remediation=remediation):
+                # The replace remediator is asked as after a drain: its custom resource or webhook too. The
+                # request rewrites remediation-requested, so a later round has nothing left to escalate;
+                # a request that failed leaves it as it was, and the next round asks again.
                 await self._recorder.node_event(node.name, "SickbayRemediationTimedOut", why, warning=True)
-                await self._nodes.set_state(
-                    node.name, RemediationState.REMEDIATING, remediation_requested=FaultClass.REPLACE.value
-                )
+                await self._handoff.request(node.name, remediation, reason=why)
             case reconciling.Wait(why=why):
                 log.debug("reconcile: %s: %s", node.name, why)
 
@@ -147,77 +162,79 @@ class Reconciler:
         match reconciling.release_step(node, firing=firing, policy=self._policy.release, now=now):
             case reconciling.Release(why=why):
                 await self._nodes.release(node.name, why=why)
-            case reconciling.Mark() as mark:
-                await self._mark(node, mark)
+            case reconciling.Mark(since=since, why=why):
+                await self._time_mark(node, footprint.HEALTHY_SINCE, since=since, why=why)
             case reconciling.Wait(why=why):
                 log.debug("reconcile: %s: %s", node.name, why)
 
-    async def _mark(self, node: NodeState, mark: reconciling.Mark) -> None:
-        """Write the healthy clock on the node, where the next leader reads it; a node changed since the
-        list (409) is marked next round, from what it says then."""
-        patch = footprint.healthy_mark_patch(node, since=mark.since)
+    async def _time_mark(self, node: NodeState, key: str, *, since: datetime | None, why: str) -> None:
+        """Write a timer on the node, where the next leader reads it; a node changed since the list (409)
+        is marked next round, from what it says then."""
+        patch = footprint.time_mark_patch(node, key, since=since)
         if self._dry_run:
-            log.info("dry-run: would patch %s: %s (%s)", node.name, nodes.describe(patch), mark.why)
+            log.info("dry-run: would patch %s: %s (%s)", node.name, nodes.describe(patch), why)
             return
         try:
             await self._kube.patch_node(patch)
         except errors.ConflictError:
-            log.info("reconcile: %s changed since it was listed; its healthy mark waits a round", node.name)
+            log.info("reconcile: %s changed since it was listed; its %s mark waits a round", node.name, key)
             return
-        log.info("reconcile: %s: %s", node.name, mark.why)
+        log.info("reconcile: %s: %s", node.name, why)
 
     async def _soft_condition(self, node: NodeState) -> None:
-        """Clear a soft-fault condition nothing keeps up: agent events never resolve, and a resolution
-        can be lost; it stays while any soft alert on the node still fires."""
-        transient = self._policy.transient
-        current = node.condition(transient.condition)
-        if current is None or current.status != "True" or current.last_transition is None:
-            return
-        if self._clock() - current.last_transition < transient.condition_ttl:
-            return
-        active = await self._journal.active_alerts(node=node.name)
-        if any(cls == FaultClass.TRANSIENT.value for _, cls in active):
-            return
-        if self._dry_run:
-            log.info("dry-run: would clear %s on %s", transient.condition, node.name)
-            return
-        why = f"no soft signal has fired on the node for {transient.condition_ttl}"
-        await self._kube.set_node_condition(
-            node.name, footprint.soft_cleared(transient.condition, message=why, now=self._clock())
-        )
-        await self._recorder.node_event(
-            node.name, "SickbaySoftFaultCleared", f"{transient.condition}=False: {why}"
-        )
+        now, transient = self._clock(), self._policy.transient
+        if not reconciling.soft_condition_outlived(node, policy=transient, now=now):
+            return  # the common case, decided without reading the journal
+        firing = [cls for _, cls in await self._journal.active_alerts(node=node.name)]
+        match reconciling.soft_condition_step(node, firing=firing, policy=transient, now=now):
+            case reconciling.ClearSoft(condition=condition, why=why):
+                if self._dry_run:
+                    log.info("dry-run: would clear %s on %s", condition.type, node.name)
+                    return
+                await self._kube.set_node_condition(node.name, condition)
+                await self._recorder.node_event(
+                    node.name, "SickbaySoftFaultCleared", f"{condition.type}=False: {why}"
+                )
+            case reconciling.Wait(why=why):
+                log.debug("reconcile: %s: %s", node.name, why)
 
     async def _capacity(self, node: NodeState) -> None:
-        if node.gpu_capacity <= 0 or not node.managed:
-            return
-        if node.gpu_allocatable >= node.gpu_capacity:
-            self._short_since.pop(node.name, None)
-            self._reported_short.discard(node.name)
-            return
         now = self._clock()
-        since = self._short_since.setdefault(node.name, now)
-        grace = self._policy.release.allocatable_grace
-        if now - since < grace or node.name in self._reported_short or node.owned_by_sickbay:
-            return
-        self._reported_short.add(node.name)
-        reason = (
-            f"GPU allocatable {node.gpu_allocatable} below capacity {node.gpu_capacity} for longer than "
-            f"{grace}: the device plugin marked a GPU unhealthy"
+        if self._dry_run:  # nothing is written: the mark a real run would have left lives here instead
+            node = self._dry_marks.as_marked(node)
+        step = reconciling.capacity_step(
+            node, policy=self._policy.release, now=now, signalled=self._signalled.get(node.name)
         )
-        await self._emit(
-            Signal(
-                source=SignalSource.ALLOCATABLE,
-                fingerprint=f"allocatable-{node.name}-{int(since.timestamp())}",
-                status=SignalStatus.FIRING,
-                name=ALLOCATABLE_ALERT,
-                starts_at=since,
-                received_at=now,
-                node=node.name,
-                labels=freeze_mapping(
-                    {"alertname": ALLOCATABLE_ALERT, "node": node.name, "sickbay_class": "reset-gpu"}
-                ),
-                annotations=freeze_mapping({"summary": reason}),
-            )
-        )
+        match step:
+            case reconciling.MarkShort(since=since, why=why):
+                await self._short_mark(node, since=since, why=why)
+            case reconciling.SignalShort(signal=signal, mark=mark):
+                if mark:
+                    await self._short_mark(node, since=signal.starts_at, why="signalled")
+                self._signalled[node.name] = signal.starts_at
+                await self._emit(signal)
+            case reconciling.Wait(why=why):
+                log.debug("reconcile: %s: %s", node.name, why)
+
+    async def _short_mark(self, node: NodeState, *, since: datetime | None, why: str) -> None:
+        if self._dry_run:
+            self._dry_marks.note(node.name, footprint.ALLOCATABLE_SHORT_SINCE, since)
+        await self._time_mark(node, footprint.ALLOCATABLE_SHORT_SINCE, since=since, why=why)
+
+
+class DryMarks:
+    """The timer annotations a dry run would have written, laid over each listed node (a dry run writes
+    nothing, yet its allocatable grace must run out as a real run's would)."""
+
+    def __init__(self) -> None:
+        self._marks: dict[str, dict[str, str]] = {}
+
+    def note(self, node: str, key: str, since: datetime | None) -> None:
+        self._marks.setdefault(node, {})[key] = since.isoformat() if since is not None else ""
+
+    def as_marked(self, node: NodeState) -> NodeState:
+        marks = self._marks.get(node.name)
+        if not marks:
+            return node
+        merged = {**dict(node.annotations), **marks}
+        return replace(node, annotations=freeze_mapping({k: v for k, v in merged.items() if v}))

@@ -18,8 +18,7 @@ import yaml
 
 from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
-from app.config import rules
-from app.domain import Action, ActionKind, FaultClass, Outcome, OutcomeStatus, RemediationState, Track
+from app.domain import Action, ActionKind, Outcome, OutcomeStatus, RemediationParams, RemediationState, Track
 from app.kube import errors, port
 
 log = logging.getLogger("app.act")
@@ -32,49 +31,50 @@ class Remediators:
         kube: port.KubePort,
         nodes: NodeWriter,
         recorder: Recorder,
-        policy: rules.Policy,
         clock: Callable[[], datetime],
         dry_run: bool,
     ) -> None:
         self._kube = kube
         self._nodes = nodes
         self._recorder = recorder
-        self._policy = policy
         self._clock = clock
         self._dry_run = dry_run
 
-    async def request(self, node: str, fault_class: FaultClass, *, reason: str) -> Outcome:
-        remediator = self._policy.remediator(fault_class)
-        action_name = fault_class.value
+    async def request(self, node: str, remediation: RemediationParams, *, reason: str) -> Outcome:
+        """Ask the remediator `remediation` names (decide chose it) and mark the node `remediating`."""
+        action_name = remediation.remediation.value
+        kind = remediation.remediator
         action = Action(
             kind=ActionKind.REQUEST_REMEDIATION,
             track=Track.HARDWARE,
             node=node,
             reason=reason,
-            params=(("remediation", action_name), ("remediator", remediator.kind)),
+            params=remediation,
         )
         if self._dry_run:
             return self._recorder.outcome(
-                action, OutcomeStatus.DRY_RUN, f"would request {action_name} ({remediator.kind})"
+                action, OutcomeStatus.DRY_RUN, f"would request {action_name} ({kind})"
             )
         requested_at = self._clock().isoformat()
         try:
-            match remediator.kind:
+            match kind:
                 case "none":
                     detail = "waiting for a human: the node stays quarantined until someone acts"
                 case "annotate":
                     detail = f"annotated sickbay.io/remediation-requested={action_name}"
                 case "custom-resource":
-                    manifest = render(remediator.template or "", node=node, action=action_name, reason=reason)
+                    manifest = render(
+                        remediation.template or "", node=node, action=action_name, reason=reason
+                    )
                     await self._kube.create_custom_object(manifest)
                     detail = f"created {manifest.get('kind')} {manifest.get('metadata', {}).get('name')}"
                 case "webhook":
-                    await _post(remediator.url or "", {"node": node, "action": action_name, "reason": reason})
-                    detail = f"posted the request to {remediator.url}"
+                    await _post(
+                        remediation.url or "", {"node": node, "action": action_name, "reason": reason}
+                    )
+                    detail = f"posted the request to {remediation.url}"
         except (errors.KubeError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            return self._recorder.outcome(
-                action, OutcomeStatus.FAILED, f"{remediator.kind} remediator failed: {exc}"
-            )
+            return self._recorder.outcome(action, OutcomeStatus.FAILED, f"{kind} remediator failed: {exc}")
         await self._nodes.set_state(
             node,
             RemediationState.REMEDIATING,
@@ -82,7 +82,7 @@ class Remediators:
             remediation_requested_at=requested_at,
         )
         await self._recorder.node_event(
-            node, "SickbayRemediationRequested", f"{action_name} via {remediator.kind}: {detail}"
+            node, "SickbayRemediationRequested", f"{action_name} via {kind}: {detail}"
         )
         return self._recorder.outcome(action, OutcomeStatus.APPLIED, detail)
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from app.act.recorder import Recorder
-from app.domain import Action, Outcome, OutcomeStatus
+from app.domain import Action, Outcome, OutcomeStatus, RestartParams
 from app.kube import errors, port
 
 log = logging.getLogger("app.act")
@@ -63,7 +63,7 @@ class Restarter:
             return self._recorder.outcome(
                 action, OutcomeStatus.DRY_RUN, "would delete the pod for its controller to recreate"
             )
-        uid = action.param("uid") or None
+        uid = action.params_as(RestartParams).uid or None
         if uid is None:  # decide confirms the pod and passes its UID; without one this could be any pod
             return self._recorder.outcome(
                 action, OutcomeStatus.SKIPPED, "no confirmed pod UID on the action: not restarted"

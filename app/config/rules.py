@@ -254,7 +254,7 @@ class BudgetPolicy(_Frozen):
 
 
 class Remediator(_Frozen):
-    kind: Literal["none", "annotate", "custom-resource", "webhook"] = "annotate"
+    kind: domain.RemediatorKind = "annotate"
     timeout: Duration = timedelta(hours=1)
     # custom-resource: a YAML template with {node}, {action}, {fault} placeholders.
     template: str | None = None

@@ -41,6 +41,10 @@ DRAIN_FAILED_AT = "sickbay.io/drain-failed-at"
 # delay counts from here, on whichever replica leads. Removed when it stops being healthy, on any state
 # change or new quarantine (the delay starts over), and on release.
 HEALTHY_SINCE = "sickbay.io/healthy-since"
+# Since when reconciliation has seen the node's GPU allocatable below its capacity: the allocatable grace
+# counts from here, on whichever replica leads. An observation of any managed GPU node, ours or not, so a
+# release leaves it; removed when allocatable is back (or the node opts out).
+ALLOCATABLE_SHORT_SINCE = "sickbay.io/allocatable-short-since"
 MANAGED = "sickbay.io/managed"
 CONDITION = "GpuHealthy"
 # A lasting soft (transient) signal; the type is a policy setting (`transient.condition`), this its default.
@@ -110,7 +114,7 @@ def quarantine_patch(
         labels=((STATE, RemediationState.QUARANTINED.value),),
         annotations=(
             (ADDED, ",".join(sorted(marks))),
-            (FAULT, fault.annotation()),
+            (FAULT, fault_annotation(fault)),
             (OWNED_BY, identity),
             (REASON, _one_line(fault.reason)),
             (SINCE, since or now.isoformat()),
@@ -268,10 +272,16 @@ def healthy_condition(*, now: datetime, message: str) -> Condition:
 
 def healthy_mark_patch(node: NodeState, *, since: datetime | None) -> NodePatch:
     """Set the node's `healthy-since` mark, or remove it (`since` None); guarded by the read's version."""
+    return time_mark_patch(node, HEALTHY_SINCE, since=since)
+
+
+def time_mark_patch(node: NodeState, key: str, *, since: datetime | None) -> NodePatch:
+    """Set one of the node's timer annotations (`healthy-since`, `allocatable-short-since`) to `since`, or
+    remove it (`since` None); guarded by the read's version, so a node changed since is marked next round."""
     return NodePatch(
         node=node.name,
         resource_version=node.resource_version,
-        annotations=((HEALTHY_SINCE, since.isoformat() if since is not None else ""),),
+        annotations=((key, since.isoformat() if since is not None else ""),),
     )
 
 
@@ -286,6 +296,19 @@ def time_of(node: NodeState, key: str) -> datetime | None:
     except ValueError:
         return None
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def fault_annotation(fault: Fault) -> str:
+    """Compact JSON for the `sickbay.io/fault` node annotation (`fault_of` reads it back)."""
+    signal = fault.signal
+    body = {
+        "class": fault.fault_class.value,
+        "gpu": signal.gpu,
+        "xid": signal.xid,
+        "source": signal.source.value,
+        "fingerprint": signal.fingerprint,
+    }
+    return json.dumps({k: v for k, v in body.items() if v is not None}, separators=(",", ":"))
 
 
 def fault_of(node: NodeState) -> dict[str, object]:

@@ -15,16 +15,11 @@ from dataclasses import replace
 from datetime import datetime
 
 from app.config import rules
-from app.decide import attribution, evictions, footprint, gates, groups, proactive, retries, soft
+from app.decide import attribution, evictions, footprint, gates, groups, handoffs, proactive, retries, soft
 from app.decide.situation import Situation
-from app.domain import Action, ActionKind, Fault, FaultClass, Plan, Track
+from app.domain import Action, ActionKind, Fault, FaultClass, Plan, QuarantineParams, RestartParams, Track
 
 DUPLICATE_RULE = "duplicate"  # set by classification; decide does not import classify
-REMEDIATION = {
-    FaultClass.RESET_GPU: "reset-gpu",
-    FaultClass.REBOOT_NODE: "reboot-node",
-    FaultClass.REPLACE: "replace",
-}
 
 
 def plan_for(
@@ -80,7 +75,7 @@ def plan_for(
                         track=Track.HARDWARE,
                         node=node,
                         reason=fault.reason,
-                        params=(("cordon", "false"), ("class", fault.fault_class.value)),
+                        params=QuarantineParams(fault.fault_class, cordon=False),
                     ),
                 ),
             )
@@ -142,11 +137,7 @@ def _workload_failure(
                 node=fault.node,
                 pod=pod.ref,
                 reason=fault.reason,
-                params=(
-                    ("attempt", str(attempt)),
-                    ("uid", pod.uid),
-                    ("workload", workload or ""),
-                ),
+                params=RestartParams(pod.uid),
                 not_before=not_before,
             ),
         ),
@@ -170,7 +161,7 @@ def _hardware(
             rule="attempt-cap",
         )
     cls = fault.fault_class
-    remediation = REMEDIATION[cls]
+    remediation = handoffs.remediation_for(cls, policy)
     if situation.node is not None and not footprint.needs_quarantine(situation.node, cls):
         current = footprint.quarantined_class(situation.node)
         return Plan.record_only(
@@ -185,7 +176,7 @@ def _hardware(
             track=Track.HARDWARE,
             node=node,
             reason=fault.reason,
-            params=(("class", cls.value), ("cordon", "true")),
+            params=QuarantineParams(cls),
         )
     ]
     actions += _workload_track(fault, policy=policy, situation=situation)
@@ -194,8 +185,8 @@ def _hardware(
             kind=ActionKind.REQUEST_REMEDIATION,
             track=Track.HARDWARE,
             node=node,
-            reason=f"hand the node to the {remediation} remediator ({policy.remediator(cls).kind})",
-            params=(("remediation", remediation), ("remediator", policy.remediator(cls).kind)),
+            reason=f"hand the node to the {cls.value} remediator ({remediation.remediator})",
+            params=remediation,
         )
     )
     release = "never auto-released" if cls is FaultClass.REPLACE else "released after verification"
@@ -206,7 +197,7 @@ def _hardware(
     return Plan(
         fault=fault,
         decided_at=now,
-        summary=f"quarantine {node}, {drain}{gang_text}, request {remediation}; {release}",
+        summary=f"quarantine {node}, {drain}{gang_text}, request {cls.value}; {release}",
         actions=tuple(actions),
         workload=workload,
     )
@@ -246,7 +237,7 @@ def _workload_track(fault: Fault, *, policy: rules.Policy, situation: Situation)
                         pod=member.ref,
                         reason=f"restart the gang {group.key}: a member lost its node, so the survivors "
                         "would hang on a collective until a timeout",
-                        params=(("group", group.key), ("uid", member.uid)),
+                        params=RestartParams(member.uid),
                     )
                 )
     return actions

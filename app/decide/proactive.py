@@ -8,7 +8,8 @@ so this never flaps). At most `budgets.proactive_max_fraction` of the GPU nodes 
 past that a node stays at `warn` and the plan says why; that never opens the hardware breaker.
 
 A node quarantined for a fault is left alone: the hardware track owns it, and its release removes the
-at-risk taint with the rest. Pure: `act` re-reads the node and re-checks the budget before it writes.
+at-risk taint with the rest. Pure: `act` re-reads the node and its fleet under a lock and asks `taint_step`
+before it writes, so the hold at warn is decided here in both places.
 
 In shadow (`Situation.shadow`, see `decide.shadow`) the same plan is made and then recorded instead of
 carried out (`Plan.shadowed` holds its actions): no taint, no Event, no eviction. A resolved risk still
@@ -17,12 +18,26 @@ removes a taint, and a node still carrying one from before is cleared.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from app.config import rules
 from app.decide import evictions, footprint, gates
 from app.decide.situation import Situation
-from app.domain import Action, ActionKind, Fault, Plan, PodState, RiskLevel, Signal, Track
+from app.domain import (
+    Action,
+    ActionKind,
+    AtRiskParams,
+    CheckpointParams,
+    Fault,
+    NodeState,
+    OwnerRef,
+    Plan,
+    PodState,
+    RiskLevel,
+    Signal,
+    Track,
+)
 
 LEVEL = "level"  # the signal label the scorer sets: warn | act (a resolved signal keeps the last one)
 
@@ -87,7 +102,7 @@ def _plan_acting(fault: Fault, *, policy: rules.Policy, now: datetime, situation
     wanted = level_of(fault.signal)
     if wanted is None or wanted is RiskLevel.NONE:
         return Plan.record_only(fault, now, "the risk signal carries no warn or act level: recorded")
-    level, held = _within_budget(wanted, node=node, policy=policy, situation=situation)
+    level, held = within_budget(wanted, node=node, fleet=situation.proactive, policy=policy.budgets)
     if known is not None and footprint.at_risk_level(known) is level:
         stays = f"; {held}" if held else ""
         return Plan.record_only(
@@ -100,8 +115,7 @@ def _plan_acting(fault: Fault, *, policy: rules.Policy, now: datetime, situation
             track=Track.HARDWARE,
             node=node,
             reason=f"{why}; held at warn: {held}" if held else why,
-            params=(("level", level.value), ("effect", footprint.at_risk_effect(level)))
-            + ((("held", held),) if held else ()),
+            params=AtRiskParams(level, held=held),
         )
     ]
     if level is RiskLevel.ACT:
@@ -134,14 +148,50 @@ def _annotation(signal: Signal, key: str) -> str:
     return next((value for name, value in signal.annotations if name == key), "")
 
 
-def _within_budget(
-    wanted: RiskLevel, *, node: str, policy: rules.Policy, situation: Situation
+def within_budget(
+    wanted: RiskLevel, *, node: str, fleet: gates.ProactiveFleet | None, policy: rules.BudgetPolicy
 ) -> tuple[RiskLevel, str]:
-    """The level the node may take now, and why it was held lower (empty when it was not)."""
-    if wanted is not RiskLevel.ACT or situation.proactive is None:
+    """The level the node may take now, and why it was held at warn (empty when it was not).
+
+    Only `act` is budgeted; with no fleet to measure against (it could not be read) nothing is held here,
+    and `act` measures again from its own list (`taint_step`)."""
+    if wanted is not RiskLevel.ACT or fleet is None:
         return wanted, ""
-    verdict = gates.admit_proactive(situation.proactive, node=node, policy=policy.budgets)
+    verdict = gates.admit_proactive(fleet, node=node, policy=policy)
     return (RiskLevel.ACT, "") if verdict.allowed else (RiskLevel.WARN, verdict.reason)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveAlone:
+    """The ladder must not touch the node now (opted out, or the hardware track's)."""
+
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaintLevel:
+    """The at-risk level the node is to carry; `held` says why it is warn when act was asked for."""
+
+    level: RiskLevel
+    held: str = ""
+    unchanged: bool = False  # it carries that level already: nothing to write
+
+
+def taint_step(
+    node: NodeState, *, wanted: RiskLevel, fleet: gates.ProactiveFleet | None, policy: rules.BudgetPolicy
+) -> LeaveAlone | TaintLevel:
+    """What the writer does with a freshly read node: leave it, keep its taint, or set `wanted` or, past
+    the proactive budget measured on `fleet` (its own fresh list, taken under the proactive lock), warn.
+
+    The same budget rule as the plan's (`within_budget`), applied again where the write happens, so two
+    risks planned at once cannot both take the last slot."""
+    if not node.managed:
+        return LeaveAlone(f"node opted out ({footprint.MANAGED}=false)")
+    quarantined = footprint.quarantined_class(node)
+    if quarantined is not None:
+        return LeaveAlone(f"quarantined for {quarantined.value}: the at-risk ladder leaves it alone")
+    level, held = within_budget(wanted, node=node.name, fleet=fleet, policy=policy)
+    return TaintLevel(level=level, held=held, unchanged=footprint.at_risk_level(node) is level)
 
 
 def _act_step(fault: Fault, *, policy: rules.Policy, situation: Situation, why: str) -> list[Action]:
@@ -169,7 +219,7 @@ def _act_step(fault: Fault, *, policy: rules.Policy, situation: Situation, why: 
                 node=node,
                 pod=pod.ref,
                 reason=ask,
-                params=(("uid", pod.uid),),
+                params=CheckpointParams(uid=pod.uid),
             )
             for pod in running
         ]
@@ -179,15 +229,9 @@ def _act_step(fault: Fault, *, policy: rules.Policy, situation: Situation, why: 
                 track=Track.WORKLOAD,
                 node=node,
                 reason=ask,
-                params=(
-                    ("kind", kind),
-                    ("name", name),
-                    ("namespace", namespace),
-                    ("uid", uid),
-                    ("api_version", api_version),
-                ),
+                params=CheckpointParams(owner=owner, namespace=namespace),
             )
-            for namespace, kind, name, uid, api_version in _owners(running)
+            for namespace, owner in _owners(running)
         ]
     if prediction.drain:
         actions += [
@@ -204,17 +248,14 @@ def _act_step(fault: Fault, *, policy: rules.Policy, situation: Situation, why: 
     return actions
 
 
-def _owners(pods: list[PodState]) -> list[tuple[str, str, str, str, str]]:
+def _owners(pods: list[PodState]) -> list[tuple[str, OwnerRef]]:
     """Each distinct controller of the pods once, in pod order: several ranks of one Job are one request."""
-    seen: dict[tuple[str, str, str], tuple[str, str]] = {}
+    seen: dict[tuple[str, str, str], OwnerRef] = {}
     for pod in pods:
         owner = pod.controller
         if owner is not None:
-            seen.setdefault((pod.namespace, owner.kind, owner.name), (owner.uid, owner.api_version))
-    return [
-        (namespace, kind, name, uid, api_version)
-        for (namespace, kind, name), (uid, api_version) in seen.items()
-    ]
+            seen.setdefault((pod.namespace, owner.kind, owner.name), owner)
+    return [(namespace, owner) for (namespace, _, _), owner in seen.items()]
 
 
 def _clear(fault: Fault, *, now: datetime, tainted: bool | None) -> Plan:

@@ -1,9 +1,12 @@
-"""What reconciliation does next with a node Sickbay owns: step back, release, drain, follow a remediation.
+"""What reconciliation does next with a node: for one Sickbay owns, step back, release, drain or follow a
+remediation; for any node, clear a soft-fault condition nothing keeps up, and signal GPU allocatable that
+stayed below capacity.
 
 Reconciliation observes (the listed node, the faults still firing on it, its pods), asks here, and
 executes the answer; it compares nothing itself. Every timer these decisions read is an annotation on the
-node (`sickbay.io/healthy-since`, `sickbay.io/remediation-requested-at`, `sickbay.io/drain-failed-at`), so
-a new leader reads the clock the old one wrote, and a failover changes no decision and restarts no delay.
+node (`sickbay.io/healthy-since`, `sickbay.io/remediation-requested-at`, `sickbay.io/drain-failed-at`,
+`sickbay.io/allocatable-short-since`) or a condition's own transition time, so a new leader reads the
+clock the old one wrote, and a failover changes no decision and restarts no delay.
 
 Pure: observations and `now` in, a decision out. Each decision carries why, for act's log line.
 """
@@ -11,18 +14,31 @@ Pure: observations and `now` in, a decision out. Each decision carries why, for 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from app.config import rules
-from app.decide import drains, evictions, footprint
-from app.domain import HARDWARE_CLASSES, Condition, FaultClass, NodeState, PodState, RemediationState
+from app.decide import drains, evictions, footprint, handoffs
+from app.domain import (
+    HARDWARE_CLASSES,
+    Condition,
+    FaultClass,
+    NodeState,
+    PodState,
+    RemediationParams,
+    RemediationState,
+    Signal,
+    SignalSource,
+    SignalStatus,
+    freeze_mapping,
+)
 
 # A fault of these classes still firing on the node keeps it quarantined, whatever its state.
 _HOLDS_THE_NODE = frozenset({c.value for c in HARDWARE_CLASSES} | {FaultClass.DRIVER_MISMATCH.value})
 # Classes whose quarantine needs no repair: the node goes back once it is healthy (no drain, no remediator).
 _NO_REPAIR = (FaultClass.DRIVER_MISMATCH, None)
+ALLOCATABLE_ALERT = "GpuAllocatableBelowCapacity"
 
 
 class Step(StrEnum):
@@ -42,6 +58,8 @@ class Next:
     # The class the node is quarantined for (its fault annotation, else its taint); None if unreadable.
     fault_class: FaultClass | None
     why: str = ""
+    # RESUME_DRAIN and DRAIN_AGAIN: the remediator the drain hands the node to once it is empty.
+    remediation: RemediationParams | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +90,11 @@ class Verify:
 
 @dataclass(frozen=True, slots=True)
 class Escalate:
-    """The remediation timed out: ask for `replace` instead."""
+    """The remediation timed out: hand the node to the `replace` remediator instead (once: the request
+    rewrites `remediation-requested`, and a node asked for `replace` has nothing left to escalate to)."""
 
     why: str
+    remediation: RemediationParams
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +112,17 @@ def fault_class(node: NodeState) -> FaultClass | None:
         return None
 
 
-def next_step(node: NodeState, *, drain_running: bool) -> Next:
-    """Which decision applies to an owned node, from its state label, its class and whether a drain runs."""
+def next_step(node: NodeState, *, drain_running: bool, policy: rules.Policy) -> Next:
+    """Which decision applies to an owned node, from its state label, its class and whether a drain runs;
+    a drain to start carries the remediator it hands the node to."""
     cls = fault_class(node)
+    step = _next_step(node, cls, drain_running=drain_running)
+    if step.step in (Step.RESUME_DRAIN, Step.DRAIN_AGAIN) and cls is not None:
+        return replace(step, remediation=handoffs.remediation_for(cls, policy))
+    return step
+
+
+def _next_step(node: NodeState, cls: FaultClass | None, *, drain_running: bool) -> Next:
     if "cordon" in footprint.added(node) and not node.unschedulable:
         why = "an operator uncordoned the node by hand; Sickbay removes its marks and steps back"
         return Next(Step.STEP_BACK, cls, why)
@@ -184,7 +212,8 @@ def remediation_step(
     deadline = requested + remediator.timeout
     if now > deadline:
         return Escalate(
-            why=f"{cls.value} did not complete within {remediator.timeout}; escalating to replace"
+            why=f"{cls.value} did not complete within {remediator.timeout}; escalating to replace",
+            remediation=handoffs.remediation_for(FaultClass.REPLACE, policy),
         )
     return Wait(why=f"{cls.value} requested at {requested.isoformat()}", until=deadline)
 
@@ -203,3 +232,103 @@ def drain_again(
     last = footprint.time_of(node, footprint.DRAIN_FAILED_AT)
     until = last + policy.retry_after if last is not None and policy.retry_after is not None else None
     return Wait(why="drainable pods are still on it and its retry is not due", until=until)
+
+
+@dataclass(frozen=True, slots=True)
+class ClearSoft:
+    """Set the soft-fault condition to `condition` (False): nothing has kept it up for its time to live."""
+
+    condition: Condition
+    why: str
+
+
+def soft_condition_outlived(node: NodeState, *, policy: rules.TransientPolicy, now: datetime) -> bool:
+    """The node's soft-fault condition is True and older than `condition_ttl`: worth asking whether any
+    soft alert still fires on it (`soft_condition_step`)."""
+    current = node.condition(policy.condition)
+    if current is None or current.status != "True" or current.last_transition is None:
+        return False
+    return now - current.last_transition >= policy.condition_ttl
+
+
+def soft_condition_step(
+    node: NodeState, *, firing: Collection[str], policy: rules.TransientPolicy, now: datetime
+) -> ClearSoft | Wait:
+    """Clear a soft-fault condition nothing keeps up (agent events never resolve, and a resolution can be
+    lost); it stays while any soft alert on the node still fires (`firing`: the classes of its alerts)."""
+    if not soft_condition_outlived(node, policy=policy, now=now):
+        return Wait(why=f"{policy.condition} is not True, or not for {policy.condition_ttl}")
+    if FaultClass.TRANSIENT.value in firing:
+        return Wait(why="a soft signal still fires on the node")
+    why = f"no soft signal has fired on the node for {policy.condition_ttl}"
+    return ClearSoft(condition=footprint.soft_cleared(policy.condition, message=why, now=now), why=why)
+
+
+@dataclass(frozen=True, slots=True)
+class MarkShort:
+    """Write the node's `allocatable-short-since` annotation at `since`, or remove it when `since` is None."""
+
+    since: datetime | None
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class SignalShort:
+    """Emit `signal` (a reset-gpu fault for the node); `mark`: write its `since` on the node first."""
+
+    signal: Signal
+    mark: bool = False
+
+
+def capacity_step(
+    node: NodeState, *, policy: rules.ReleasePolicy, now: datetime, signalled: datetime | None = None
+) -> MarkShort | SignalShort | Wait:
+    """Turn GPU allocatable that stayed below capacity for `allocatable_grace` (the device plugin marked a
+    GPU unhealthy) into a signal, once per drop: nothing else in Kubernetes links that to the pods on it.
+
+    The grace counts from the node's `allocatable-short-since` mark, written the first round that sees
+    the drop and removed when allocatable is back. `signalled`: the mark this replica already signalled
+    for (a new leader signals a drop once more, under the same fingerprint, unless Sickbay holds the node).
+    A node Sickbay holds is not signalled: its quarantine already covers the GPUs.
+    """
+    marked = footprint.time_of(node, footprint.ALLOCATABLE_SHORT_SINCE)
+    present = node.annotation(footprint.ALLOCATABLE_SHORT_SINCE) is not None
+    short = node.gpu_capacity > 0 and node.gpu_allocatable < node.gpu_capacity
+    if not short or not node.managed:
+        why = "allocatable is back to capacity" if node.managed else f"opted out ({footprint.MANAGED}=false)"
+        return MarkShort(since=None, why=why) if present else Wait(why=why)
+    grace = policy.allocatable_grace
+    since = marked or now
+    if now - since < grace:
+        if marked is None:
+            return MarkShort(
+                since=now, why=f"{_short(node)}: signalled at {(now + grace).isoformat()} if so still"
+            )
+        return Wait(why=f"{_short(node)} since {since.isoformat()}", until=since + grace)
+    if node.owned_by_sickbay or (marked is not None and signalled == marked):
+        held = "Sickbay holds the node" if node.owned_by_sickbay else "signalled already"
+        return MarkShort(since=now, why=f"{_short(node)}; {held}") if marked is None else Wait(why=held)
+    return SignalShort(
+        signal=_allocatable_signal(node, since=since, grace=grace, now=now), mark=marked is None
+    )
+
+
+def _short(node: NodeState) -> str:
+    return f"GPU allocatable {node.gpu_allocatable} below capacity {node.gpu_capacity}"
+
+
+def _allocatable_signal(node: NodeState, *, since: datetime, grace: timedelta, now: datetime) -> Signal:
+    reason = f"{_short(node)} for longer than {grace}: the device plugin marked a GPU unhealthy"
+    return Signal(
+        source=SignalSource.ALLOCATABLE,
+        fingerprint=f"allocatable-{node.name}-{int(since.timestamp())}",
+        status=SignalStatus.FIRING,
+        name=ALLOCATABLE_ALERT,
+        starts_at=since,
+        received_at=now,
+        node=node.name,
+        labels=freeze_mapping(
+            {"alertname": ALLOCATABLE_ALERT, "node": node.name, "sickbay_class": "reset-gpu"}
+        ),
+        annotations=freeze_mapping({"summary": reason}),
+    )

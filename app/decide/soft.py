@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from app.config import rules
 from app.decide.situation import Situation
-from app.domain import Action, ActionKind, Fault, FaultClass, Plan, Track
+from app.domain import Action, ActionKind, ConditionParams, Fault, FaultClass, Plan, RecheckParams, Track
 
 # Set by classification for an XID the catalog does not list; decide does not import classify.
 UNKNOWN_XID_RULE = "xid-unknown"
@@ -92,7 +92,7 @@ def plan_firing(
             track=Track.RECORD,
             node=node,
             reason=f"re-check {check} of {signal.name} while it fires",
-            params=(("check", str(check)),),
+            params=RecheckParams(check),
             not_before=due,
         )
         return Plan(
@@ -109,7 +109,7 @@ def plan_firing(
         track=Track.RECORD,
         node=node,
         reason=why,
-        params=(("condition", transient.condition), ("reason", condition_reason(fault))),
+        params=ConditionParams(transient.condition, reason=condition_reason(fault)),
     )
     if transient.escalate_to is not None:
         escalated = replace(
@@ -147,7 +147,7 @@ def plan_resolved(
         track=Track.RECORD,
         node=signal.node,
         reason=f"{signal.name} resolved and no other soft signal fires on {signal.node}",
-        params=(("condition", policy.condition),),
+        params=ConditionParams(policy.condition),
     )
     return Plan(
         fault=fault,

@@ -14,6 +14,7 @@ from pathlib import Path
 from aiohttp import web
 
 from app import pipeline, schedule
+from app.act.at_risk import AtRiskWriter
 from app.act.drain import Drainer
 from app.act.executor import Executor
 from app.act.gatekeeper import GateKeeper
@@ -173,9 +174,7 @@ async def _actuators(
         urgency=urgency,
     )
     restarter = Restarter(kube=kube, recorder=recorder, clock=clock, dry_run=dry_run)
-    remediators = Remediators(
-        kube=kube, nodes=nodes, recorder=recorder, policy=policy, clock=clock, dry_run=dry_run
-    )
+    remediators = Remediators(kube=kube, nodes=nodes, recorder=recorder, clock=clock, dry_run=dry_run)
     handoff = HandOff(
         nodes=nodes,
         drainer=drainer,
@@ -186,6 +185,7 @@ async def _actuators(
     )
     executor = Executor(
         nodes=nodes,
+        at_risk=AtRiskWriter(kube=kube, recorder=recorder, gates=gates, dry_run=dry_run, clock=clock),
         drainer=drainer,
         handoff=handoff,
         restarter=restarter,

@@ -15,7 +15,20 @@ from typing import Annotated, Any, NotRequired
 from pydantic import BeforeValidator, PlainSerializer, PlainValidator, TypeAdapter
 from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only from Python 3.12
 
-from app.domain import Action, ActionKind, Pairs, Plan, PodRef, Signal, SignalSource, SignalStatus, Track
+from app.domain import (
+    Action,
+    ActionKind,
+    ActionParams,
+    FaultClass,
+    Pairs,
+    Plan,
+    PodRef,
+    Signal,
+    SignalSource,
+    SignalStatus,
+    Track,
+)
+from app.store import action_params
 
 
 def _time(value: Any) -> datetime:
@@ -30,6 +43,12 @@ def _pairs(value: Any) -> Any:
 Time = Annotated[datetime, PlainValidator(_time), PlainSerializer(datetime.isoformat, return_type=str)]
 # A domain value's sorted (key, value) pairs, as a JSON object.
 PairsObject = Annotated[Pairs, BeforeValidator(_pairs), PlainSerializer(dict, return_type=dict[str, str])]
+
+
+# An action's typed parameters, as the string-valued object the journal has always held.
+ParamsObject = Annotated[
+    ActionParams | None, PlainSerializer(action_params.to_object, return_type=dict[str, str])
+]
 
 
 class SignalShape(TypedDict):
@@ -56,7 +75,7 @@ class ActionShape(TypedDict):
     reason: str
     node: str | None
     pod: PodRef | None
-    params: PairsObject
+    params: ParamsObject
     not_before: Time | None
 
 
@@ -106,3 +125,19 @@ def dumps(data: Any) -> str:
 
 def signal_json(signal: Signal) -> str:
     return dumps(signal_to_dict(signal))
+
+
+def action_from_dict(data: dict[str, Any], *, fault_class: FaultClass | None = None) -> Action:
+    """A journaled action, from a row of any age (see `action_params.from_object` for `fault_class`)."""
+    kind = ActionKind(data["kind"])
+    pod = data.get("pod")
+    not_before = data.get("not_before")
+    return Action(
+        kind=kind,
+        track=Track(data["track"]),
+        reason=str(data.get("reason", "")),
+        node=data.get("node"),
+        pod=PodRef(pod["namespace"], pod["name"], pod.get("container")) if pod else None,
+        params=action_params.from_object(kind, data.get("params") or {}, fault_class=fault_class),
+        not_before=_time(not_before) if not_before else None,
+    )

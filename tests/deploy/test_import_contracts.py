@@ -105,9 +105,9 @@ CASES = [
     ),
     _case(
         "domain-to-pydantic",
-        "app/domain.py",
+        "app/domain/actions.py",
         "import pydantic",
-        "app.domain -> pydantic",
+        "app.domain.actions -> pydantic",
         "domain-stdlib-only",
     ),
     # One for each contract the cases above leave untested.

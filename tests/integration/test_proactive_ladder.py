@@ -18,6 +18,8 @@ import pytest
 from app import domain
 from app.decide import footprint
 from app.predict import score, service
+from app.sim.kubeapi.registry import MERGE_PATCH
+from app.sim.kubeapi.resources import NODES, Ref
 from app.store import inbox
 from tests.integration.remediation_world import World, eventually, open_world, write_policy
 
@@ -228,3 +230,50 @@ async def _has(read: Any, count: int) -> bool:
 
 async def _cordoned(world: World, name: str) -> bool:
     return bool((await world.node(name)).spec.unschedulable)
+
+
+async def test_a_node_held_at_warn_when_acting_stays_held_through_a_conflict(tmp_path: Path) -> None:
+    """The plan saw a free slot; by the time the writer lists the fleet (under the proactive lock) another
+    node took it, so the node is held at warn there. The write then meets a 409 (someone else changed the
+    node): the retry re-reads the node and measures it against the same list, so it stays at warn."""
+    async with open_world(tmp_path, validated=VALIDATED) as world:
+        gates = world.services.gates
+        assert gates is not None
+        taken: list[str] = []
+        conflicted: list[str] = []
+
+        def interfere(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            if method == "list_nodes" and gates.proactive_lock.locked() and not taken:
+                taken.append("gpu-05")  # another node reaches act first
+                world.sim.registry.patch(
+                    Ref(NODES, name="gpu-05"),
+                    {
+                        "spec": {
+                            "taints": [{"key": footprint.AT_RISK, "value": "act", "effect": "NoSchedule"}]
+                        }
+                    },
+                    content_type=MERGE_PATCH,
+                )
+            if method == "patch_node" and getattr(args[0], "node", None) == "gpu-06" and not conflicted:
+                conflicted.append("gpu-06")  # a concurrent writer bumps its resourceVersion first
+                world.sim.registry.patch(
+                    Ref(NODES, name="gpu-06"),
+                    {"metadata": {"labels": {"team.example/tick": "1"}}},
+                    content_type=MERGE_PATCH,
+                )
+
+        world.spy.hooks.append(interfere)
+        await Risks(world).score(gpu_06=0.9)
+        await taint_becomes(world, "gpu-06", ("warn", "PreferNoSchedule"))
+        await settled(world)
+        assert (taken, conflicted) == (["gpu-05"], ["gpu-06"]), "both interferences happened"
+        node = await world.node("gpu-06")
+        assert at_risk(node) == ("warn", "PreferNoSchedule"), "the retry did not promote it past the budget"
+        assert node.metadata.labels["team.example/tick"] == "1", "the other writer's change stays"
+        assert not await world.events("SickbayCheckpointRequested")
+        outcomes = await world.services.journal.outcomes(node="gpu-06")  # type: ignore[union-attr]
+        taint = next(o for o in outcomes if o["kind"] == "taint-at-risk")
+        assert (taint["status"], taint["attempts"]) == ("applied", 2)
+        assert "held at warn: the proactive budget is full" in taint["detail"]
+        metrics = await (await world.client.get("/metrics")).text()
+        assert "sickbay_proactive_budget_refusals_total 1.0" in metrics

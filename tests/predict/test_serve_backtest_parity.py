@@ -101,7 +101,7 @@ def service_path() -> tuple[dict[str, list[int]], dict[str, list[float]], int]:
                 fault, policy=policy, now=now, situation=Situation(node=None, proactive=fleet)
             )
             taint = next(a for a in plan.actions if a.kind is domain.ActionKind.TAINT_AT_RISK)
-            if dict(taint.params)["level"] == domain.RiskLevel.ACT.value:
+            if taint.params_as(domain.AtRiskParams).level is domain.RiskLevel.ACT:
                 acting.add(node)
                 admitted[node].append(now.timestamp())
                 refused_runs.discard((node, run_start[node]))

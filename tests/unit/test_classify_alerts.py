@@ -9,6 +9,7 @@ import pytest
 from app.classify.signals import Rules, classify
 from app.config import rules
 from app.config.settings import RULES_DIR
+from app.decide import footprint
 from app.domain import FaultClass, Signal, SignalSource, SignalStatus, freeze_mapping
 
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
@@ -60,4 +61,6 @@ def test_resolved_alert_keeps_its_class_and_says_resolved(shipped: Rules) -> Non
 
 def test_fault_annotation_is_compact_json(shipped: Rules) -> None:
     fault = classify(alert("X", sickbay_class="reset-gpu"), rules_=shipped)
-    assert fault.annotation() == '{"class":"reset-gpu","source":"alertmanager","fingerprint":"f"}'
+    assert (
+        footprint.fault_annotation(fault) == '{"class":"reset-gpu","source":"alertmanager","fingerprint":"f"}'
+    )

@@ -20,6 +20,9 @@ from app.domain import (
     PastFault,
     PodRef,
     PodState,
+    QuarantineParams,
+    RemediationParams,
+    RestartParams,
     Signal,
     SignalSource,
     SignalStatus,
@@ -127,7 +130,7 @@ def test_driver_mismatch_taints_without_cordon_or_drain() -> None:
         fault(FaultClass.DRIVER_MISMATCH), policy=POLICY, now=T0, situation=Situation(node=NODE)
     )
     assert kinds(plan) == [ActionKind.QUARANTINE]
-    assert plan.actions[0].param("cordon") == "false"
+    assert plan.actions[0].params == QuarantineParams(FaultClass.DRIVER_MISMATCH, cordon=False)
 
 
 def test_app_xid_restarts_the_pod_and_never_the_node() -> None:
@@ -139,7 +142,7 @@ def test_app_xid_restarts_the_pod_and_never_the_node() -> None:
         situation=Situation(node=NODE, pods_on_node=(pod,)),
     )
     assert kinds(plan) == [ActionKind.RESTART_POD]
-    assert plan.actions[0].param("uid") == "uid-trainer-0"
+    assert plan.actions[0].params == RestartParams("uid-trainer-0")
     assert plan.actions[0].not_before == T0
 
 
@@ -163,7 +166,7 @@ def test_second_restart_waits_for_backoff() -> None:
     )
     action = plan.actions[0]
     assert action.kind is ActionKind.RESTART_POD
-    assert action.param("attempt") == "2"
+    assert "attempt 2" in plan.summary
     assert action.not_before == T0 + POLICY.retry.initial
 
 
@@ -299,3 +302,49 @@ def test_weekly_attempt_cap_turns_a_reset_into_replace() -> None:
         plans.plan_for(fault(FaultClass.RESET_GPU), policy=POLICY, now=T0, situation=old).fault.fault_class
         is FaultClass.RESET_GPU
     )
+
+
+HOOK = rules.Remediator(kind="webhook", url="https://dc.example/replace")
+CR = rules.Remediator(kind="custom-resource", template="apiVersion: r/v1\nkind: Reset\nmetadata: {name: x}\n")
+REMEDIATORS = POLICY.model_copy(update={"remediation": {"reset-gpu": CR, "replace": HOOK}})
+WEEK_OF_RESETS = (T0 - timedelta(days=1), T0 - timedelta(days=2), T0 - timedelta(days=3))
+
+
+@pytest.mark.parametrize(
+    ("cls", "policy", "quarantines", "expected"),
+    [
+        # The plan names the remediator the policy gives the class, with what act needs to ask it.
+        (FaultClass.RESET_GPU, POLICY, (), RemediationParams(FaultClass.RESET_GPU, "annotate")),
+        (FaultClass.REBOOT_NODE, POLICY, (), RemediationParams(FaultClass.REBOOT_NODE, "annotate")),
+        (FaultClass.REPLACE, POLICY, (), RemediationParams(FaultClass.REPLACE, "none")),
+        (
+            FaultClass.RESET_GPU,
+            REMEDIATORS,
+            (),
+            RemediationParams(FaultClass.RESET_GPU, "custom-resource", template=CR.template),
+        ),
+        (
+            FaultClass.REPLACE,
+            REMEDIATORS,
+            (),
+            RemediationParams(FaultClass.REPLACE, "webhook", url="https://dc.example/replace"),
+        ),
+        # A class the policy leaves out waits for a human.
+        (FaultClass.REBOOT_NODE, REMEDIATORS, (), RemediationParams(FaultClass.REBOOT_NODE, "none")),
+        # The weekly attempt cap turns the class into replace, and the remediator with it.
+        (
+            FaultClass.RESET_GPU,
+            REMEDIATORS,
+            WEEK_OF_RESETS,
+            RemediationParams(FaultClass.REPLACE, "webhook", url="https://dc.example/replace"),
+        ),
+    ],
+)
+def test_the_plan_chooses_the_remediator(
+    cls: FaultClass, policy: rules.Policy, quarantines: tuple[datetime, ...], expected: RemediationParams
+) -> None:
+    situation = Situation(node=NODE, quarantines=quarantines)
+    plan = plans.plan_for(fault(cls), policy=policy, now=T0, situation=situation)
+    [handoff] = [a for a in plan.actions if a.kind is ActionKind.REQUEST_REMEDIATION]
+    assert handoff.params == expected
+    assert handoff.track is Track.HARDWARE

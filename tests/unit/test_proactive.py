@@ -10,11 +10,13 @@ import pytest
 
 from app.config import rules
 from app.config.settings import RULES_DIR
-from app.decide import footprint, gates, plans
+from app.decide import footprint, gates, plans, proactive
 from app.decide.situation import Situation
 from app.domain import (
     Action,
     ActionKind,
+    AtRiskParams,
+    CheckpointParams,
     Fault,
     FaultClass,
     NodeState,
@@ -116,11 +118,7 @@ def test_warn_steers_new_work_away_with_prefer_no_schedule_and_asks_nobody() -> 
     p = plan(risk("warn"), situation(pods=RANKS))
     assert [a.kind for a in p.actions] == [ActionKind.TAINT_AT_RISK]
     action = taint_action(p)
-    assert (action.param("level"), action.param("effect"), action.track) == (
-        "warn",
-        "PreferNoSchedule",
-        Track.HARDWARE,
-    )
+    assert (action.params, action.track) == (AtRiskParams(RiskLevel.WARN), Track.HARDWARE)
     assert "sickbay.io/at-risk=warn:PreferNoSchedule" in p.summary
     assert "score 0.8123" in action.reason
     assert "gpu3:sbe_rate_1h" in action.reason
@@ -129,11 +127,13 @@ def test_warn_steers_new_work_away_with_prefer_no_schedule_and_asks_nobody() -> 
 def test_act_stops_new_work_and_asks_each_running_gpu_pod_and_each_owner_once_to_checkpoint() -> None:
     p = plan(risk("act"), situation(pods=(*RANKS, DAEMON, CPU_POD, PENDING)))
     action = taint_action(p)
-    assert (action.param("level"), action.param("effect")) == ("act", "NoSchedule")
+    assert action.params == AtRiskParams(RiskLevel.ACT)
     asks = [a for a in p.actions if a.kind is ActionKind.REQUEST_CHECKPOINT]
     assert [str(a.pod) for a in asks if a.pod] == ["train/rank-0", "train/rank-1", "train/solo"]
     owners = [
-        (a.param("kind"), a.param("namespace"), a.param("name"), a.param("uid")) for a in asks if not a.pod
+        (p.owner.kind, p.namespace, p.owner.name, p.owner.uid)
+        for p in (a.params_as(CheckpointParams) for a in asks if not a.pod)
+        if p.owner is not None
     ]
     assert owners == [
         ("Job", "train", "llm-workers-0", "uid-llm-workers-0"),
@@ -173,7 +173,7 @@ def test_act_without_a_cluster_read_plans_a_whole_node_drain_and_defers_the_budg
 def test_act_to_warn_goes_back_to_prefer_no_schedule_without_asking() -> None:
     p = plan(risk("warn"), situation(node("n1", AT_ACT), pods=RANKS))
     assert [a.kind for a in p.actions] == [ActionKind.TAINT_AT_RISK]
-    assert taint_action(p).param("effect") == "PreferNoSchedule"
+    assert taint_action(p).params == AtRiskParams(RiskLevel.WARN)
 
 
 @pytest.mark.parametrize(("level", "taint"), [("warn", AT_WARN), ("act", AT_ACT)])
@@ -218,13 +218,13 @@ def test_an_opted_out_node_is_only_recorded() -> None:
 def test_the_budget_allows_two_act_taints_of_forty_gpu_nodes_and_holds_the_third_at_warn() -> None:
     assert gates.proactive_limit(40, POLICY.budgets) == 2  # 5% of 40
     second = plan(risk("act", node="n1"), situation(node("n1"), pods=RANKS, acting=1))
-    assert taint_action(second).param("level") == "act"
+    assert taint_action(second).params == AtRiskParams(RiskLevel.ACT)
     third = plan(risk("act", node="n1"), situation(node("n1"), pods=RANKS, acting=2))
     action = taint_action(third)
-    assert (action.param("level"), action.param("effect")) == ("warn", "PreferNoSchedule")
+    assert action.params_as(AtRiskParams).level is RiskLevel.WARN
     assert [a.kind for a in third.actions] == [ActionKind.TAINT_AT_RISK], "no checkpoint request, no drain"
     assert "proactive budget is full: 2 of 40 GPU nodes at act (limit 2" in third.summary
-    assert action.param("held")
+    assert action.params_as(AtRiskParams).held.startswith("the proactive budget is full")
     assert "held at warn" in action.reason
 
 
@@ -310,3 +310,88 @@ def test_a_later_hardware_quarantine_of_an_at_risk_node_proceeds_and_release_rem
 def test_policy_rejects_a_warn_threshold_above_act() -> None:
     with pytest.raises(ValueError, match="must not exceed"):
         rules.PredictionPolicy(warn=0.6, act=0.4)
+
+
+OPTED_OUT = node("n1", labels=freeze_mapping({footprint.MANAGED: "false"}))
+QUARANTINED = node("n1", Taint(footprint.UNHEALTHY, "reset-gpu", "NoSchedule"), AT_WARN)
+FULL = "the proactive budget is full: 2 of 40 GPU nodes at act (limit 2: 0.05 of them, at most 10)"
+
+
+@pytest.mark.parametrize(
+    ("current", "wanted", "acting", "expected"),
+    [
+        # Within the budget (2 of 40 GPU nodes at act): the asked level, written unless it is there.
+        (node(), RiskLevel.ACT, fleet(40), proactive.TaintLevel(RiskLevel.ACT)),
+        (node(), RiskLevel.ACT, fleet(40, "a"), proactive.TaintLevel(RiskLevel.ACT)),
+        (node("n1", AT_WARN), RiskLevel.ACT, fleet(40, "a"), proactive.TaintLevel(RiskLevel.ACT)),
+        (
+            node("n1", AT_ACT),
+            RiskLevel.ACT,
+            fleet(40, "a"),
+            proactive.TaintLevel(RiskLevel.ACT, unchanged=True),
+        ),
+        # Full: held at warn, and it says why; a node at act already keeps its slot.
+        (node(), RiskLevel.ACT, fleet(40, "a", "b"), proactive.TaintLevel(RiskLevel.WARN, FULL)),
+        (
+            node("n1", AT_WARN),
+            RiskLevel.ACT,
+            fleet(40, "a", "b"),
+            proactive.TaintLevel(RiskLevel.WARN, FULL, unchanged=True),
+        ),
+        (
+            node("n1", AT_ACT),
+            RiskLevel.ACT,
+            fleet(40, "a", "n1"),
+            proactive.TaintLevel(RiskLevel.ACT, unchanged=True),
+        ),
+        # Warn is never budgeted, nor is act when no fleet could be measured.
+        (node(), RiskLevel.WARN, fleet(40, "a", "b"), proactive.TaintLevel(RiskLevel.WARN)),
+        (node("n1", AT_ACT), RiskLevel.WARN, fleet(40, "a", "b"), proactive.TaintLevel(RiskLevel.WARN)),
+        (node("n1", AT_WARN), RiskLevel.WARN, None, proactive.TaintLevel(RiskLevel.WARN, unchanged=True)),
+        (node(), RiskLevel.ACT, None, proactive.TaintLevel(RiskLevel.ACT)),
+        # Opted out or quarantined: left alone, budget or not.
+        (OPTED_OUT, RiskLevel.WARN, None, proactive.LeaveAlone("node opted out (sickbay.io/managed=false)")),
+        (
+            QUARANTINED,
+            RiskLevel.ACT,
+            fleet(40),
+            proactive.LeaveAlone("quarantined for reset-gpu: the at-risk ladder leaves it alone"),
+        ),
+    ],
+)
+def test_taint_step(
+    current: NodeState,
+    wanted: RiskLevel,
+    acting: gates.ProactiveFleet | None,
+    expected: proactive.LeaveAlone | proactive.TaintLevel,
+) -> None:
+    assert proactive.taint_step(current, wanted=wanted, fleet=acting, policy=POLICY.budgets) == expected
+
+
+@pytest.mark.parametrize(
+    ("wanted", "acting", "budgets", "expected"),
+    [
+        (RiskLevel.ACT, fleet(40, "a"), POLICY.budgets, (RiskLevel.ACT, "")),
+        (RiskLevel.ACT, fleet(40, "a", "b"), POLICY.budgets, (RiskLevel.WARN, FULL)),
+        (RiskLevel.ACT, fleet(40, "a", "b", "n1"), POLICY.budgets, (RiskLevel.ACT, "")),
+        (RiskLevel.WARN, fleet(40, "a", "b"), POLICY.budgets, (RiskLevel.WARN, "")),
+        (RiskLevel.ACT, None, POLICY.budgets, (RiskLevel.ACT, "")),
+        # A fraction of 0 turns the act step off: every act is held at warn.
+        (
+            RiskLevel.ACT,
+            fleet(40),
+            POLICY.budgets.model_copy(update={"proactive_max_fraction": 0.0}),
+            (
+                RiskLevel.WARN,
+                "the proactive budget is full: 0 of 40 GPU nodes at act (limit 0: 0 of them, at most 10)",
+            ),
+        ),
+    ],
+)
+def test_within_budget(
+    wanted: RiskLevel,
+    acting: gates.ProactiveFleet | None,
+    budgets: rules.BudgetPolicy,
+    expected: tuple[RiskLevel, str],
+) -> None:
+    assert proactive.within_budget(wanted, node="n1", fleet=acting, policy=budgets) == expected

@@ -19,6 +19,7 @@ from app.domain import (
     NodeState,
     OwnerRef,
     PodState,
+    RemediationParams,
     RemediationState,
     Signal,
     SignalSource,
@@ -161,6 +162,17 @@ def test_why_names_what_keeps_the_node() -> None:
 
 REMEDIATING = RemediationState.REMEDIATING
 NO_HUMAN = POLICY.model_copy(update={"remediation": {"reset-gpu": rules.Remediator(kind="none")}})
+WEBHOOK = rules.Remediator(kind="webhook", url="https://repair.example/ask", timeout=30 * MIN)
+TEMPLATE = "apiVersion: repair.example/v1\nkind: Reboot\nmetadata: {name: $node}\n"
+CUSTOM = POLICY.model_copy(
+    update={
+        "remediation": {
+            "reset-gpu": WEBHOOK,
+            "reboot-node": rules.Remediator(kind="custom-resource", template=TEMPLATE),
+            "replace": rules.Remediator(kind="webhook", url="https://dc.example/replace"),
+        }
+    }
+)
 
 
 @pytest.mark.parametrize(
@@ -215,8 +227,25 @@ def test_escalation_says_what_timed_out() -> None:
     node = owned(REMEDIATING, **requested(T0 - 61 * MIN))
     decision = reconciling.remediation_step(node, FaultClass.RESET_GPU, policy=POLICY, now=T0)
     assert decision == reconciling.Escalate(
-        why="reset-gpu did not complete within 1:00:00; escalating to replace"
+        why="reset-gpu did not complete within 1:00:00; escalating to replace",
+        remediation=RemediationParams(FaultClass.REPLACE, "none"),
     )
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        (POLICY, RemediationParams(FaultClass.REPLACE, "none")),
+        (CUSTOM, RemediationParams(FaultClass.REPLACE, "webhook", url="https://dc.example/replace")),
+    ],
+)
+def test_an_escalation_hands_off_to_the_replace_remediator(
+    policy: rules.Policy, expected: RemediationParams
+) -> None:
+    node = owned(REMEDIATING, **requested(T0 - 61 * MIN))
+    decision = reconciling.remediation_step(node, FaultClass.RESET_GPU, policy=policy, now=T0)
+    assert isinstance(decision, reconciling.Escalate)
+    assert decision.remediation == expected
 
 
 def gpu_pod(name: str, **kw: object) -> PodState:
@@ -307,7 +336,45 @@ S = RemediationState
     ],
 )
 def test_next_step(node: NodeState, drain_running: bool, step: reconciling.Step) -> None:
-    assert reconciling.next_step(node, drain_running=drain_running).step is step
+    assert reconciling.next_step(node, drain_running=drain_running, policy=POLICY).step is step
+
+
+@pytest.mark.parametrize(
+    ("node", "policy", "expected"),
+    [
+        # A drain reconciliation starts hands the node to the remediator its class names in the policy.
+        (owned(S.QUARANTINED), POLICY, RemediationParams(FaultClass.RESET_GPU, "annotate")),
+        (
+            owned(S.DRAIN_FAILED, FaultClass.REBOOT_NODE),
+            POLICY,
+            RemediationParams(FaultClass.REBOOT_NODE, "annotate"),
+        ),
+        (owned(S.DRAINING, FaultClass.REPLACE), POLICY, RemediationParams(FaultClass.REPLACE, "none")),
+        (
+            owned(S.QUARANTINED),
+            CUSTOM,
+            RemediationParams(FaultClass.RESET_GPU, "webhook", url="https://repair.example/ask"),
+        ),
+        (
+            owned(S.DRAIN_FAILED, FaultClass.REBOOT_NODE),
+            CUSTOM,
+            RemediationParams(FaultClass.REBOOT_NODE, "custom-resource", template=TEMPLATE),
+        ),
+        # Nothing to start, so nothing to hand off.
+        (
+            owned(S.QUARANTINED),
+            POLICY.model_copy(update={"remediation": {}}),
+            RemediationParams(FaultClass.RESET_GPU),
+        ),
+        (owned(S.REMEDIATING), CUSTOM, None),
+        (owned(S.VERIFYING), CUSTOM, None),
+        (owned(S.QUARANTINED, FaultClass.DRIVER_MISMATCH), CUSTOM, None),
+    ],
+)
+def test_a_drain_to_start_names_its_remediator(
+    node: NodeState, policy: rules.Policy, expected: RemediationParams | None
+) -> None:
+    assert reconciling.next_step(node, drain_running=False, policy=policy).remediation == expected
 
 
 def test_the_class_comes_from_the_fault_annotation_then_the_taint() -> None:
@@ -338,7 +405,7 @@ TRUE = Condition(type=footprint.CONDITION, status="True", reason="GpusHealthy")
     ],
 )
 def test_lost_condition(node: NodeState, restored: bool) -> None:
-    step = reconciling.next_step(node, drain_running=False)
+    step = reconciling.next_step(node, drain_running=False, policy=POLICY)
     condition = reconciling.lost_condition(node, step, now=T0)
     assert (condition is not None) is restored
     if condition is not None:
@@ -379,3 +446,149 @@ def test_a_new_quarantine_clears_the_healthy_mark() -> None:
     assert dict(graver.annotations)[footprint.HEALTHY_SINCE] == ""
     fresh = footprint.quarantine_patch(NodeState(name="n1"), fault, now=T0, identity="sickbay-0")
     assert footprint.HEALTHY_SINCE not in dict(fresh.annotations)
+
+
+TRANSIENT = rules.TransientPolicy(condition_ttl=60 * MIN)
+
+
+def soft(status: str = "True", at: datetime | None = T0 - 61 * MIN) -> NodeState:
+    condition = Condition(type="GpuSoftFault", status=status, reason="PowerBrake", last_transition=at)
+    return NodeState(name="n1", conditions=(condition,))
+
+
+@pytest.mark.parametrize(
+    ("node", "firing", "cleared"),
+    [
+        # Raised longer ago than its time to live and nothing soft fires: cleared.
+        (soft(), [], True),
+        (soft(at=T0 - 60 * MIN), ["reset-gpu", "at-risk"], True),  # other alerts do not keep it
+        # A soft alert still fires, or its time to live has not passed: kept.
+        (soft(), ["transient"], False),
+        (soft(at=T0 - 59 * MIN), [], False),
+        (soft(at=T0 + MIN), [], False),  # a transition ahead of this replica's clock
+        # Not raised, or no time to count from: nothing to clear.
+        (soft("False"), [], False),
+        (soft(at=None), [], False),
+        (NodeState(name="n1"), [], False),
+        (
+            NodeState(
+                name="n1", conditions=(Condition("GpuHealthy", "True", last_transition=T0 - 99 * MIN),)
+            ),
+            [],
+            False,
+        ),
+    ],
+)
+def test_soft_condition_step(node: NodeState, firing: list[str], cleared: bool) -> None:
+    decision = reconciling.soft_condition_step(node, firing=firing, policy=TRANSIENT, now=T0)
+    assert isinstance(decision, reconciling.ClearSoft) is cleared
+    outlived = reconciling.soft_condition_outlived(node, policy=TRANSIENT, now=T0)
+    assert outlived is (cleared or firing == ["transient"]), "asked only when it could be cleared"
+    if isinstance(decision, reconciling.ClearSoft):
+        assert decision.condition == Condition(
+            type="GpuSoftFault",
+            status="False",
+            reason="NoSoftFault",
+            message="no soft signal has fired on the node for 1:00:00",
+            last_transition=T0,
+        )
+
+
+GRACE = 5 * MIN
+CAPACITY = rules.ReleasePolicy(allocatable_grace=GRACE)
+
+
+def gpus(
+    allocatable: int, *, capacity: int = 8, owner: bool = False, managed: bool = True, **annotations: str
+) -> NodeState:
+    marks = {**annotations, **({footprint.OWNED_BY: "sickbay-0"} if owner else {})}
+    return NodeState(
+        name="n1",
+        gpu_capacity=capacity,
+        gpu_allocatable=allocatable,
+        labels=freeze_mapping({} if managed else {footprint.MANAGED: "false"}),
+        annotations=freeze_mapping(marks),
+    )
+
+
+def short_since(at: datetime | str) -> dict[str, str]:
+    return {footprint.ALLOCATABLE_SHORT_SINCE: at if isinstance(at, str) else at.isoformat()}
+
+
+def capacity_shape(decision: object) -> tuple[object, ...]:
+    match decision:
+        case reconciling.MarkShort(since=at):
+            return ("mark", at)
+        case reconciling.SignalShort(signal=signal, mark=mark):
+            return ("signal", signal.starts_at, mark)
+        case reconciling.Wait(until=at):
+            return ("wait", at)
+    raise AssertionError(decision)
+
+
+@pytest.mark.parametrize(
+    ("node", "policy", "signalled", "expected"),
+    [
+        # At capacity: nothing, or the mark of an earlier drop goes.
+        (gpus(8), CAPACITY, None, ("wait", None)),
+        (gpus(8, **short_since(T0 - MIN)), CAPACITY, None, ("mark", None)),
+        (gpus(0, capacity=0, **short_since(T0 - MIN)), CAPACITY, None, ("mark", None)),
+        # First seen short: the mark is written, the grace counts from now.
+        (gpus(7), CAPACITY, None, ("mark", T0)),
+        (gpus(7, owner=True), CAPACITY, None, ("mark", T0)),  # a node Sickbay holds is timed too
+        # Marked earlier, by this replica or the one before: wait out the grace, then signal once.
+        (gpus(7, **short_since(T0 - 4 * MIN)), CAPACITY, None, ("wait", T0 + MIN)),
+        (gpus(7, **short_since(T0 - GRACE)), CAPACITY, None, ("signal", T0 - GRACE, False)),
+        (gpus(0, **short_since(T0 - 9 * MIN)), CAPACITY, None, ("signal", T0 - 9 * MIN, False)),
+        (gpus(7, **short_since(T0 - 9 * MIN)), CAPACITY, T0 - 9 * MIN, ("wait", None)),
+        # A new drop (a new mark) is signalled even if an earlier one was.
+        (gpus(7, **short_since(T0 - 9 * MIN)), CAPACITY, T0 - 99 * MIN, ("signal", T0 - 9 * MIN, False)),
+        # Sickbay holds the node: its quarantine already covers the GPUs.
+        (gpus(7, owner=True, **short_since(T0 - 9 * MIN)), CAPACITY, None, ("wait", None)),
+        # Opted out: never signalled, and its mark goes.
+        (gpus(7, managed=False), CAPACITY, None, ("wait", None)),
+        (gpus(7, managed=False, **short_since(T0 - 9 * MIN)), CAPACITY, None, ("mark", None)),
+        # A mark that cannot be read is written again from now; one without an offset is UTC.
+        (gpus(7, **short_since("a while ago")), CAPACITY, None, ("mark", T0)),
+        (gpus(7, **short_since("2026-03-01T11:50:00")), CAPACITY, None, ("signal", T0 - 10 * MIN, False)),
+        # No grace: signalled the round it is first seen, with its mark.
+        (gpus(7), rules.ReleasePolicy(allocatable_grace=timedelta(0)), None, ("signal", T0, True)),
+        (gpus(7, owner=True), rules.ReleasePolicy(allocatable_grace=timedelta(0)), None, ("mark", T0)),
+    ],
+)
+def test_capacity_step(
+    node: NodeState, policy: rules.ReleasePolicy, signalled: datetime | None, expected: tuple[object, ...]
+) -> None:
+    decision = reconciling.capacity_step(node, policy=policy, now=T0, signalled=signalled)
+    assert capacity_shape(decision) == expected
+
+
+def test_the_allocatable_signal_is_a_reset_gpu_fault_named_after_its_drop() -> None:
+    since = T0 - 6 * MIN
+    decision = reconciling.capacity_step(gpus(7, **short_since(since)), policy=CAPACITY, now=T0)
+    assert isinstance(decision, reconciling.SignalShort)
+    signal = decision.signal
+    assert (signal.source, signal.status, signal.name, signal.node) == (
+        SignalSource.ALLOCATABLE,
+        SignalStatus.FIRING,
+        "GpuAllocatableBelowCapacity",
+        "n1",
+    )
+    assert (signal.starts_at, signal.received_at) == (since, T0)
+    assert signal.fingerprint == f"allocatable-n1-{int(since.timestamp())}", "the same on any leader"
+    assert signal.label("sickbay_class") == "reset-gpu"
+    assert dict(signal.annotations)["summary"] == (
+        "GPU allocatable 7 below capacity 8 for longer than 0:05:00: the device plugin marked a GPU unhealthy"
+    )
+
+
+def test_a_new_leader_signals_the_drop_when_the_old_one_would_have() -> None:
+    first = reconciling.capacity_step(gpus(7), policy=CAPACITY, now=T0)
+    assert capacity_shape(first) == ("mark", T0)
+    assert isinstance(first, reconciling.MarkShort)
+    marked = footprint.time_mark_patch(gpus(7), footprint.ALLOCATABLE_SHORT_SINCE, since=first.since)
+    after_failover = gpus(7, **dict(marked.annotations))
+    halfway = reconciling.capacity_step(after_failover, policy=CAPACITY, now=T0 + GRACE / 2)
+    assert capacity_shape(halfway) == ("wait", T0 + GRACE)
+    at_grace = reconciling.capacity_step(after_failover, policy=CAPACITY, now=T0 + GRACE)
+    assert capacity_shape(at_grace) == ("signal", T0, False)

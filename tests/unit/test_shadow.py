@@ -10,7 +10,7 @@ import pytest
 from app.config import rules
 from app.decide import plans, shadow
 from app.decide.situation import Situation
-from app.domain import ActionKind, Plan
+from app.domain import ActionKind, AtRiskParams, Plan, RiskLevel
 from tests.unit.test_proactive import AT_ACT, AT_WARN, POLICY, RANKS, fleet, node, risk
 
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
@@ -161,7 +161,7 @@ def test_in_shadow_act_is_recorded_with_the_taint_and_checkpoints_it_would_have_
 def test_in_shadow_the_budget_still_says_where_it_would_have_held_the_node() -> None:
     quiet = plan("act", Situation(node=node(), proactive=fleet(20, "n9"), shadow=NOTE))
     assert quiet.is_noop
-    assert [a.param("level") for a in quiet.shadowed] == ["warn"]
+    assert [a.params_as(AtRiskParams).level for a in quiet.shadowed] == [RiskLevel.WARN]
     assert "held at warn" in quiet.summary
 
 

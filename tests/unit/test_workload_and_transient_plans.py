@@ -20,6 +20,7 @@ from app.decide import attribution, plans, soft
 from app.decide.situation import Situation
 from app.domain import (
     ActionKind,
+    ConditionParams,
     Fault,
     FaultClass,
     NodeState,
@@ -27,6 +28,8 @@ from app.domain import (
     PastFault,
     PodRef,
     PodState,
+    RecheckParams,
+    RestartParams,
     Signal,
     SignalSource,
     SignalStatus,
@@ -98,7 +101,7 @@ def test_the_named_pod_confirmed_on_the_node_is_restarted_with_its_uid() -> None
     assert kinds(plan) == [ActionKind.RESTART_POD]
     action = plan.actions[0]
     assert action.pod == pod.ref
-    assert action.param("uid") == "uid-train-0"
+    assert action.params == RestartParams("uid-train-0")
     assert "exported_pod" in plan.summary
     assert "confirmed on n1" in plan.summary
     assert plan.workload == "job:ml/train-0-job"
@@ -228,7 +231,7 @@ def test_a_new_transient_signal_restarts_nothing_and_is_rechecked_after_the_init
     plan = plans.plan_for(f, policy=POLICY, now=NOW, situation=Situation(node=NODE, pods_on_node=(pod,)))
     assert kinds(plan) == [ActionKind.RECHECK]
     assert plan.actions[0].not_before == NOW + POLICY.retry.initial
-    assert plan.actions[0].param("check") == "1"
+    assert plan.actions[0].params == RecheckParams(1)
     assert "nothing restarted" in plan.summary
 
 
@@ -240,7 +243,7 @@ def test_rechecks_back_off_and_the_last_one_lands_on_the_persistence_point() -> 
         history = previous_checks(n, f.signal)
         plan = plans.plan_for(f, policy=POLICY, now=NOW, situation=Situation.unknown(history=history))
         assert kinds(plan) == [ActionKind.RECHECK]
-        assert plan.actions[0].param("check") == str(n + 1)
+        assert plan.actions[0].params == RecheckParams(n + 1)
         dues.append(plan.actions[0].not_before - NOW)  # type: ignore[operator]
     assert dues[0] == POLICY.retry.initial
     assert dues[1] == POLICY.retry.initial * POLICY.retry.factor
@@ -255,8 +258,8 @@ def test_a_lasting_transient_signal_raises_the_node_condition_and_still_restarts
     plan = plans.plan_for(f, policy=POLICY, now=NOW, situation=Situation.unknown())
     assert kinds(plan) == [ActionKind.RAISE_CONDITION]
     action = plan.actions[0]
-    assert action.param("condition") == POLICY.transient.condition == "GpuSoftFault"
-    assert action.param("reason") == "TeamGpuPowerBrake"
+    assert POLICY.transient.condition == "GpuSoftFault"
+    assert action.params == ConditionParams("GpuSoftFault", reason="TeamGpuPowerBrake")
     assert "has been firing for 15m" in action.reason
 
 
@@ -286,7 +289,7 @@ def test_an_unknown_xid_is_visible_at_once() -> None:
     f = fault(FaultClass.TRANSIENT, signal(name="GpuXidUnclassified", xid=171), rule=soft.UNKNOWN_XID_RULE)
     plan = plans.plan_for(f, policy=POLICY, now=NOW, situation=Situation.unknown())
     assert kinds(plan) == [ActionKind.RAISE_CONDITION]
-    assert plan.actions[0].param("reason") == "UnknownXid"
+    assert plan.actions[0].params_as(ConditionParams).reason == "UnknownXid"
     assert "XID 171 is not in the XID catalog" in plan.actions[0].reason
 
 

@@ -1,0 +1,90 @@
+"""The values that flow through Sickbay's loop: signal → fault → plan → outcome.
+
+Everything here is a frozen dataclass or an enum built from the standard library only, so the pure core
+(`classify`, `decide`, `predict.features`) can share these types without importing any I/O. Nothing in this
+package may import another `app` module or a third-party package. Import the names from `app.domain`; the
+modules say where each lives: `faults` (what is observed and what it means), `cluster` (nodes and pods as
+decide sees them), `actions` (what is decided and what came of it).
+"""
+
+from app.domain.actions import (
+    PARAMS,
+    Action,
+    ActionKind,
+    ActionParams,
+    AtRiskParams,
+    CheckpointParams,
+    ConditionParams,
+    Outcome,
+    OutcomeStatus,
+    Plan,
+    QuarantineParams,
+    RecheckParams,
+    RemediationParams,
+    RemediatorKind,
+    RestartParams,
+    Track,
+)
+from app.domain.cluster import (
+    Condition,
+    NodePatch,
+    NodeState,
+    OwnerRef,
+    PodState,
+    RemediationState,
+    Taint,
+)
+from app.domain.faults import (
+    HARDWARE_CLASSES,
+    Fault,
+    FaultClass,
+    Pairs,
+    PastFault,
+    PodRef,
+    Risk,
+    RiskLevel,
+    Signal,
+    SignalSource,
+    SignalStatus,
+    freeze_mapping,
+    lookup,
+)
+
+__all__ = [
+    "HARDWARE_CLASSES",
+    "PARAMS",
+    "Action",
+    "ActionKind",
+    "ActionParams",
+    "AtRiskParams",
+    "CheckpointParams",
+    "Condition",
+    "ConditionParams",
+    "Fault",
+    "FaultClass",
+    "NodePatch",
+    "NodeState",
+    "Outcome",
+    "OutcomeStatus",
+    "OwnerRef",
+    "Pairs",
+    "PastFault",
+    "Plan",
+    "PodRef",
+    "PodState",
+    "QuarantineParams",
+    "RecheckParams",
+    "RemediationParams",
+    "RemediationState",
+    "RemediatorKind",
+    "RestartParams",
+    "Risk",
+    "RiskLevel",
+    "Signal",
+    "SignalSource",
+    "SignalStatus",
+    "Taint",
+    "Track",
+    "freeze_mapping",
+    "lookup",
+]
