@@ -10,9 +10,8 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from app.act import observe
+from app import planning
 from app.classify import signals as classify
-from app.decide import plans
 from app.domain import Fault, Plan, Signal
 from app.ingest import bodies, payloads, signals
 from app.kube import port
@@ -59,14 +58,15 @@ async def explain(
     """Classify and plan each signal; with `kube`, read the cluster exactly as `serve` would (no writes)."""
     out = []
     for signal in batch:
-        fault = classify.classify(signal, rules_=rules_, context=[s for s in batch if s is not signal])
-        situation = (
-            await observe.situation_of(fault, kube=kube, journal=None, policy=rules_.policy, now=now)
-            if signal.firing
-            else None
+        decided = await planning.plan_signal(
+            signal,
+            context=[s for s in batch if s is not signal],
+            rules_=rules_,
+            now=now,
+            kube=kube,
+            journal=None,
         )
-        plan = plans.plan_for(fault, policy=rules_.policy, now=now, situation=situation)
-        out.append(Explained(fault=fault, plan=plan))
+        out.append(Explained(fault=decided.fault, plan=decided.plan))
     return out
 
 

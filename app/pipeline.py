@@ -13,20 +13,17 @@ import json
 import logging
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pydantic
 
-from app import backoff
-from app.act import observe
+from app import backoff, planning
 from app.act.executor import Executor
 from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
 from app.classify import signals as classify
 from app.config.settings import PipelineSettings
-from app.decide import plans
-from app.decide.situation import Situation
 from app.domain import Fault, FaultClass, Outcome, Plan, Signal, SignalSource
 from app.ingest import payloads, signals
 from app.kube import port
@@ -65,7 +62,6 @@ class StoredRowError(ValueError):
 INTERNAL_SOURCES = frozenset(
     {SignalSource.ALLOCATABLE.value, SignalSource.PREDICTION.value, inbox.RECHECK_SOURCE}
 )
-_NO_CLUSTER_NEEDED = frozenset({FaultClass.IGNORE, FaultClass.DEPENDS})
 
 
 @dataclass(frozen=True)
@@ -231,20 +227,16 @@ class Pipeline:
             stale = Fault(FaultClass.TRANSIENT, signal, "no longer firing when re-checked", "recheck")
             return Processed(fault=stale, plan=Plan.record_only(stale, self._clock(), stale.reason))
         context = await self._context(signal)
-        fault = classify.classify(signal, rules_=self._rules, context=context)
-        now = self._clock()
-        policy = self._rules.policy
-        if signal.firing and fault.fault_class not in _NO_CLUSTER_NEEDED:
-            situation = await observe.situation_of(
-                fault, kube=self._kube, journal=self._journal, policy=policy, now=now
-            )
-        elif not signal.firing:
-            situation = await observe.resolved_situation(fault, journal=self._journal)
-        else:
-            situation = Situation.unknown()
-        if fault.fault_class is FaultClass.AT_RISK and self._shadow is not None:
-            situation = replace(situation, shadow=self._shadow.note_for(signal.label("model_version")))
-        plan = plans.plan_for(fault, policy=policy, now=now, situation=situation)
+        decided = await planning.plan_signal(
+            signal,
+            context=context,
+            rules_=self._rules,
+            now=self._clock(),
+            kube=self._kube,
+            journal=self._journal,
+            shadow=self._shadow,
+        )
+        fault, plan, situation = decided.fault, decided.plan, decided.situation
         # The plan's fault: after an escalation it carries the class and reason that were acted on.
         fault_id, fresh = await self._journal.record(
             inbox_seq=row.seq, fault=plan.fault, plan=plan, workload=plan.workload
