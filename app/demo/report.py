@@ -253,8 +253,8 @@ def prediction_view(f: Forecast) -> dict[str, Any]:
             "the GPU",
             f"{risk.node} GPU {risk.gpu} ({risk.uuid}); thermal runaway: memory temperature "
             f"{risk.mem_rise_at(risk.onset + (f.running_at_score_s or 0.0)):.1f} °C over its baseline when "
-            f"scored, rising toward +{risk.mem_rise_c:g} °C at the failure; no throttling before "
-            f"{risk.throttle_from:.0%} of the way, so no alert",
+            f"scored, rising toward +{risk.mem_rise_c:g} °C at the failure; SW-thermal slowdown coming and "
+            f"going from {risk.throttle_from:.0%} of the way, never 10 minutes in a row, so no alert",
         ),
         ("model", model_text),
         (

@@ -53,25 +53,30 @@ def test_the_precursor_is_a_full_strength_thermal_runaway_on_a_busy_gpu_of_a_nod
     assert gpu.process.xid == prediction.THERMAL_XID == 79
     assert risk.running_s(end) == pytest.approx(prediction.PRECURSOR_RUNNING_S)
     assert risk.due_in_s(end) == pytest.approx(prediction.PRECURSOR_REMAINING_S)
-    assert risk.progress(end) < risk.throttle_from, "the live demo begins before any throttling"
+    assert risk.throttle_from < risk.progress(end) < 0.5, "throttling has only begun to come and go"
 
 
-def test_the_past_heats_up_without_a_throttle_reason_or_an_error() -> None:
+def test_the_past_heats_up_and_never_throttles_ten_minutes_in_a_row() -> None:
     sim, end = _fleet()
     risk = prediction.plant_precursor(sim, history_end=end)
     process = sim.node(risk.node).gpus[risk.gpu].process
     assert process is not None
     rises = [process.effects(t).mem_temp_c for t in (risk.onset + 2 * HOUR, risk.onset + 4 * HOUR, end)]
     assert 0 < rises[0] < rises[1] < rises[2] == pytest.approx(risk.mem_rise_at(end))
-    assert rises[2] > 4.0, "degrees over its own baseline and its peers, not noise"
-    step = 60.0
-    assert all(
-        process.effects(risk.onset + i * step).throttle == 0
-        for i in range(int((end - risk.onset) / step) + 1)
-    )
+    assert rises[2] > 5.0, "degrees over its own baseline and its peers, not noise"
+    # GpuThermalThrottling fires on a throttle reason held for 10 minutes (`for: 10m`): never here.
+    minutes = [
+        process.effects(risk.onset + 60.0 * i).throttle != 0
+        for i in range(int((end - risk.onset) / 60.0) + 1)
+    ]
+    longest = run = 0
+    for throttled in minutes:
+        run = run + 1 if throttled else 0
+        longest = max(longest, run)
+    assert 0 < sum(minutes) < len(minutes) / 10, "slowdown has begun to come and go, in few minutes"
+    assert longest < 10
     sim.step(end - sim.time_s)
     gpu = sim.node(risk.node).gpus[risk.gpu]
-    assert gpu.thermal_violation_us == 0
     assert gpu.dbe_vol == 0
     assert not sim.truth().failures
 
