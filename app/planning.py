@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
-from app.act import observe
+from app.act import situation_reader
 from app.classify import signals as classify
 from app.decide import plans
 from app.decide.situation import Situation
@@ -48,9 +48,11 @@ async def plan_signal(
     fault = classify.classify(signal, rules_=rules_, context=context)
     policy = rules_.policy
     if signal.firing and fault.fault_class not in NO_CLUSTER_NEEDED:
-        situation = await observe.situation_of(fault, kube=kube, journal=journal, policy=policy, now=now)
+        situation = await situation_reader.situation_of(
+            fault, kube=kube, journal=journal, policy=policy, now=now
+        )
     elif not signal.firing:
-        situation = await observe.resolved_situation(fault, journal=journal)
+        situation = await situation_reader.resolved_situation(fault, journal=journal)
     else:
         situation = Situation.unknown()
     if fault.fault_class is FaultClass.AT_RISK and shadow is not None:
