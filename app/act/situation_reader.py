@@ -12,7 +12,7 @@ import logging
 from datetime import datetime, timedelta
 
 from app.config import rules
-from app.decide import gates, groups, retries
+from app.decide import gates, groups, restart_policy
 from app.decide.situation import Situation
 from app.domain import Fault, FaultClass, PastFault, PodState
 from app.kube import errors, port
@@ -28,7 +28,7 @@ async def situation_of(
     history: tuple[PastFault, ...] = ()
     quarantines: tuple[datetime, ...] = ()
     if journal is not None and node_name is not None:
-        if fault.fault_class in retries.RETRY_CLASSES:
+        if fault.fault_class in restart_policy.RETRY_CLASSES:
             history = tuple(await journal.history(node=node_name, since=now - policy.escalation.window))
         if fault.fault_class.is_hardware:
             quarantines = tuple(await journal.quarantine_times(node=node_name, since=now - timedelta(days=7)))

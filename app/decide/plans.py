@@ -15,7 +15,17 @@ from dataclasses import replace
 from datetime import datetime
 
 from app.config import rules
-from app.decide import attribution, evictions, footprint, gates, groups, handoffs, proactive, retries, soft
+from app.decide import (
+    attribution,
+    evictions,
+    footprint,
+    gates,
+    groups,
+    handoffs,
+    proactive,
+    restart_policy,
+    soft,
+)
 from app.decide.situation import Situation
 from app.domain import Action, ActionKind, Fault, FaultClass, Plan, QuarantineParams, RestartParams, Track
 
@@ -95,7 +105,7 @@ def _workload_failure(
     """The workload itself failed: restart it with backoff, if the cluster confirms it is the GPU's pod;
     escalate to the hardware track when the fault follows the GPU."""
     signal = fault.signal
-    verdict = retries.follows_the_gpu(
+    verdict = restart_policy.follows_the_gpu(
         situation.history,
         gpu=signal.gpu,
         workload=workload,
@@ -116,14 +126,14 @@ def _workload_failure(
         return Plan.record_only(
             fault, now, f"{fault.fault_class.value}, no pod restarted: {found.how}", workload=workload
         )
-    attempt, previous = retries.restart_attempt(
+    attempt, previous = restart_policy.restart_attempt(
         situation.history,
         workload=workload,
         fingerprint=signal.fingerprint,
         now=now,
         window=policy.escalation.window,
     )
-    delay = retries.backoff(attempt, policy.retry)
+    delay = restart_policy.backoff(attempt, policy.retry)
     not_before = max(now, previous + delay) if previous is not None else now
     when = "now" if not_before <= now else f"at {not_before.isoformat()} (backoff {delay.total_seconds():g}s)"
     return Plan(

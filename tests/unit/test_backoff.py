@@ -14,7 +14,7 @@ from app import backoff
 from app.act import departures, drain
 from app.agent import pusher
 from app.config import rules
-from app.decide import retries, soft
+from app.decide import restart_policy, soft
 from app.kube import conflicts, errors
 from app.kube.retries import RetryPolicy
 
@@ -94,13 +94,13 @@ def test_each_user_waits_as_it_promised() -> None:
 
 def test_the_retry_policy_is_the_same_backoff_for_restarts_and_rechecks() -> None:
     policy = rules.RetryPolicy(initial=timedelta(seconds=30), factor=2.0, max=timedelta(minutes=5))
-    assert [retries.backoff(n, policy) for n in (1, 2, 3, 4)] == [
+    assert [restart_policy.backoff(n, policy) for n in (1, 2, 3, 4)] == [
         timedelta(0),
         timedelta(seconds=30),
         timedelta(seconds=60),
         timedelta(seconds=120),
     ]
-    assert retries.backoff(500, policy) == policy.max
+    assert restart_policy.backoff(500, policy) == policy.max
     assert [soft.recheck_delay(n, policy) for n in (0, 1, 2, 3)] == [
         timedelta(seconds=30),
         timedelta(seconds=30),

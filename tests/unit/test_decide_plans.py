@@ -9,7 +9,7 @@ import pytest
 
 from app.config import rules
 from app.config.settings import RULES_DIR
-from app.decide import footprint, gates, plans, retries
+from app.decide import footprint, gates, plans, restart_policy
 from app.decide.situation import Situation
 from app.domain import (
     ActionKind,
@@ -195,7 +195,7 @@ def test_other_gpu_or_outside_the_window_does_not_escalate() -> None:
 
 def test_backoff_is_capped_exponential() -> None:
     policy = POLICY.retry
-    delays = [retries.backoff(n, policy) for n in range(1, 12)]
+    delays = [restart_policy.backoff(n, policy) for n in range(1, 12)]
     assert delays[0] == timedelta(0)
     assert delays[1] == policy.initial
     assert delays[2] == policy.initial * policy.factor
