@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from app import planning
-from app.classify import signals as classify
+from app.classify import classifier
 from app.domain import Fault, Plan, Signal
 from app.ingest import bodies, payloads, signals
 from app.kube import port
@@ -51,7 +51,7 @@ def parse_payload(raw: bytes, *, keys: signals.NodeKeys, now: datetime) -> list[
 async def explain(
     batch: list[Signal],
     *,
-    rules_: classify.Rules,
+    rules_: classifier.Rules,
     now: datetime,
     kube: port.KubePort | None = None,
 ) -> list[Explained]:

@@ -22,7 +22,7 @@ from app import backoff, planning
 from app.act.executor import Executor
 from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
-from app.classify import signals as classify
+from app.classify import classifier
 from app.config.settings import PipelineSettings
 from app.domain import Fault, FaultClass, Outcome, Plan, Signal, SignalSource
 from app.ingest import payloads, signals
@@ -89,7 +89,7 @@ class Pipeline:
         *,
         inbox_: inbox.Inbox,
         journal_: journal.Journal,
-        rules: classify.Rules,
+        rules: classifier.Rules,
         settings: PipelineSettings,
         node_keys: signals.NodeKeys,
         metrics: Metrics,
@@ -253,7 +253,7 @@ class Pipeline:
                 fault.reason,
                 plan.summary,
             )
-            if fault.rule == classify.UNKNOWN_XID_RULE and signal.firing:
+            if fault.rule == classifier.UNKNOWN_XID_RULE and signal.firing:
                 self._report_unknown_xid(fault)
         outcomes: tuple[Outcome, ...] = ()
         if self._executor is not None:

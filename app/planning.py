@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Protocol
 
 from app.act import situation_reader
-from app.classify import signals as classify
+from app.classify import classifier
 from app.decide import plans
 from app.decide.situation import Situation
 from app.domain import Fault, FaultClass, Plan, Signal
@@ -38,14 +38,14 @@ async def plan_signal(
     signal: Signal,
     *,
     context: list[Signal],
-    rules_: classify.Rules,
+    rules_: classifier.Rules,
     now: datetime,
     kube: port.KubePort | None,
     journal: Journal | None,
     shadow: ShadowNotes | None = None,
 ) -> Decided:
     """Classify `signal` among `context`, observe what its plan depends on, and plan it at `now`."""
-    fault = classify.classify(signal, rules_=rules_, context=context)
+    fault = classifier.classify(signal, rules_=rules_, context=context)
     policy = rules_.policy
     if signal.firing and fault.fault_class not in NO_CLUSTER_NEEDED:
         situation = await situation_reader.situation_of(

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from app import explain as explaining
 from app import runtime
-from app.classify.signals import Rules
+from app.classify.classifier import Rules
 from app.config.settings import Settings, load_settings
 from app.domain import Signal
 from app.ingest import signals

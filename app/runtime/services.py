@@ -18,7 +18,7 @@ from app import pipeline, schedule
 from app.act.gatekeeper import GateKeeper
 from app.act.reconcile import Reconciler
 from app.act.shadowing import ShadowKeeper
-from app.classify import signals as classify
+from app.classify import classifier
 from app.config import rules
 from app.config.settings import Settings
 from app.kube import port
@@ -41,7 +41,7 @@ class Services:
 
     settings: Settings
     metrics: Metrics
-    rules: classify.Rules
+    rules: classifier.Rules
     clock: Clock = utc_now
     inbox: inbox.Inbox | None = None
     dead_letters: deadletter.DeadLetters | None = None
@@ -69,8 +69,8 @@ class Services:
 SERVICES = web.AppKey("services", Services)
 
 
-def load_rules(settings: Settings) -> classify.Rules:
-    return classify.Rules(
+def load_rules(settings: Settings) -> classifier.Rules:
+    return classifier.Rules(
         catalog=rules.load_catalog(settings.xid_catalog_file),
         policy=rules.load_policy(settings.policy_file),
     )

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.classify.signals import Rules, classify
+from app.classify.classifier import Rules, classify
 from app.config import rules
 from app.config.settings import RULES_DIR
 from app.decide import footprint

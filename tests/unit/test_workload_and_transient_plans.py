@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.classify import signals as classify_signals
+from app.classify import classifier
 from app.config import rules
 from app.config.settings import RULES_DIR
 from app.decide import attribution, plans, soft
@@ -337,4 +337,4 @@ def test_condition_reason_is_camel_case(name: str, reason: str) -> None:
 
 def test_decide_knows_classifications_rule_name_for_an_unknown_xid() -> None:
     # decide must not import classify (the layers), so the name is written twice; this keeps them one.
-    assert soft.UNKNOWN_XID_RULE == classify_signals.UNKNOWN_XID_RULE
+    assert soft.UNKNOWN_XID_RULE == classifier.UNKNOWN_XID_RULE

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 
-from app.classify.signals import UNKNOWN_XID_RULE, Rules, classify
+from app.classify.classifier import UNKNOWN_XID_RULE, Rules, classify
 from app.config import rules
 from app.config.settings import RULES_DIR
 from app.decide import plans
