@@ -51,7 +51,7 @@ def parse_payload(raw: bytes, *, keys: signals.NodeKeys, now: datetime) -> list[
 async def explain(
     batch: list[Signal],
     *,
-    rules_: classifier.Rules,
+    rules: classifier.Rules,
     now: datetime,
     kube: port.KubePort | None = None,
 ) -> list[Explained]:
@@ -61,7 +61,7 @@ async def explain(
         decided = await planning.plan_signal(
             signal,
             context=[s for s in batch if s is not signal],
-            rules_=rules_,
+            rules=rules,
             now=now,
             kube=kube,
             journal=None,

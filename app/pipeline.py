@@ -230,7 +230,7 @@ class Pipeline:
         decided = await planning.plan_signal(
             signal,
             context=context,
-            rules_=self._rules,
+            rules=self._rules,
             now=self._clock(),
             kube=self._kube,
             journal=self._journal,

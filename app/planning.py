@@ -38,15 +38,15 @@ async def plan_signal(
     signal: Signal,
     *,
     context: list[Signal],
-    rules_: classifier.Rules,
+    rules: classifier.Rules,
     now: datetime,
     kube: port.KubePort | None,
     journal: Journal | None,
     shadow: ShadowNotes | None = None,
 ) -> Decided:
     """Classify `signal` among `context`, observe what its plan depends on, and plan it at `now`."""
-    fault = classifier.classify(signal, rules_=rules_, context=context)
-    policy = rules_.policy
+    fault = classifier.classify(signal, rules=rules, context=context)
+    policy = rules.policy
     if signal.firing and fault.fault_class not in NO_CLUSTER_NEEDED:
         situation = await situation_reader.situation_of(
             fault, kube=kube, journal=journal, policy=policy, now=now

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from app.classify import xids
-from app.config import rules
+from app.config.rules import Policy, XidCatalog
 from app.domain import Fault, FaultClass, Signal
 
 CLASS_LABEL = "sickbay_class"
@@ -27,17 +27,17 @@ UNKNOWN_XID_RULE = "xid-unknown"
 class Rules:
     """What classification reads, loaded once at start."""
 
-    catalog: rules.XidCatalog
-    policy: rules.Policy
+    catalog: XidCatalog
+    policy: Policy
 
 
-def classify(signal: Signal, *, rules_: Rules, context: Sequence[Signal] = ()) -> Fault:
+def classify(signal: Signal, *, rules: Rules, context: Sequence[Signal] = ()) -> Fault:
     """Classify one signal. `context` is the recent firing signals on the same node and GPU."""
     same_gpu = [s for s in context if s.node == signal.node and s.gpu == signal.gpu and s is not signal]
     if signal.xid is not None:
-        fault = _by_xid(signal, rules_=rules_, context=same_gpu)
+        fault = _by_xid(signal, rules=rules, context=same_gpu)
         twin = _reported_by_another_source(
-            signal, same_gpu, window=rules_.policy.classification.context_window
+            signal, same_gpu, window=rules.policy.classification.context_window
         )
         if twin is not None:
             return Fault(
@@ -71,7 +71,7 @@ def classify(signal: Signal, *, rules_: Rules, context: Sequence[Signal] = ()) -
         return _fault(
             signal, cls, f"the alert rule {signal.name} classifies it as {cls.value}{summary}", rule="label"
         )
-    by_name = rules_.policy.alerts.get(signal.name)
+    by_name = rules.policy.alerts.get(signal.name)
     if by_name is not None:
         return _fault(
             signal,
@@ -111,12 +111,12 @@ def _summary(signal: Signal) -> str:
     return f": {text}" if text else ""
 
 
-def _by_xid(signal: Signal, *, rules_: Rules, context: Sequence[Signal]) -> Fault:
+def _by_xid(signal: Signal, *, rules: Rules, context: Sequence[Signal]) -> Fault:
     xid = signal.xid
     assert xid is not None
-    entry = rules_.catalog.entry(xid)
+    entry = rules.catalog.entry(xid)
     if entry is None:
-        unknown = rules_.policy.classification.unknown_xid
+        unknown = rules.policy.classification.unknown_xid
         return _fault(
             signal,
             FaultClass(unknown),
@@ -131,13 +131,13 @@ def _by_xid(signal: Signal, *, rules_: Rules, context: Sequence[Signal]) -> Faul
             f"XID {xid} ({entry.name}) is {entry.fault_class.value} in the XID catalog",
             rule="xid",
         )
-    window_start = signal.starts_at - rules_.policy.classification.context_window
+    window_start = signal.starts_at - rules.policy.classification.context_window
     nearby = [s for s in context if s.firing and s.starts_at >= window_start]
     decoded = xids.decode(
         signal,
         entry,
-        catalog=rules_.catalog,
-        policy=rules_.policy.classification,
+        catalog=rules.catalog,
+        policy=rules.policy.classification,
         context=nearby if entry.rule != "per-link" else context,
     )
     return _fault(

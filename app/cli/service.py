@@ -63,7 +63,7 @@ def serve(args: argparse.Namespace) -> int:
 def explain(args: argparse.Namespace) -> int:
     # explain serves nothing, so webhook credentials are irrelevant to it.
     settings = load_settings(args.config, auth={"mode": "none"})
-    rules_ = runtime.load_rules(settings)
+    rules = runtime.load_rules(settings)
     try:
         raw = args.payload.read_bytes()
     except OSError as exc:
@@ -76,7 +76,7 @@ def explain(args: argparse.Namespace) -> int:
         print(f"sickbay: {args.payload}: {exc}", file=sys.stderr)
         return 2
     items = asyncio.run(
-        _explain_with_cluster(batch, rules_=rules_, now=now, kubeconfig=args.kubeconfig, settings=settings)
+        _explain_with_cluster(batch, rules=rules, now=now, kubeconfig=args.kubeconfig, settings=settings)
     )
     if args.format == "json":
         print(explaining.to_json(items))
@@ -86,16 +86,16 @@ def explain(args: argparse.Namespace) -> int:
 
 
 async def _explain_with_cluster(
-    batch: list[Signal], *, rules_: Rules, now: datetime, kubeconfig: str | None, settings: Settings
+    batch: list[Signal], *, rules: Rules, now: datetime, kubeconfig: str | None, settings: Settings
 ) -> list[explaining.Explained]:
     if kubeconfig is None:
-        return await explaining.explain(batch, rules_=rules_, now=now)
+        return await explaining.explain(batch, rules=rules, now=now)
     # The same client settings as serve, so the same pods count as GPU pods in both.
     kube = await kube_client.connect(
         kubeconfig=kubeconfig, context=settings.kube.context, gpu_resources=settings.kube.gpu_resources
     )
     try:
-        return await explaining.explain(batch, rules_=rules_, now=now, kube=kube)
+        return await explaining.explain(batch, rules=rules, now=now, kube=kube)
     finally:
         await kube.close()
 

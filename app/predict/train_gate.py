@@ -70,11 +70,11 @@ def run(args: argparse.Namespace, *, now: datetime | None = None) -> int:
 
 
 def gate_model(
-    model: registry.RiskModel, holdout: evaluate.EvalSet, rules_: baseline.Baseline
+    model: registry.RiskModel, holdout: evaluate.EvalSet, rules_baseline: baseline.Baseline
 ) -> promotion.Gate:
     """The gate for one model on its holdout (`promotion.against_baseline` at the model's act)."""
     metrics = evaluate.evaluate(model.decision_scores(holdout), holdout, threshold=model.card.act)
-    return promotion.against_baseline(metrics, holdout, rules_, feature_names=model.card.features)
+    return promotion.against_baseline(metrics, holdout, rules_baseline, feature_names=model.card.features)
 
 
 def _versions(models_dir: Path) -> set[str]:

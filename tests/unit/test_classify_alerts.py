@@ -48,19 +48,19 @@ def alert(name: str, status: SignalStatus = SignalStatus.FIRING, **labels: str) 
     ],
 )
 def test_alert_classes(shipped: Rules, labels: dict[str, str], name: str, expected: str, rule: str) -> None:
-    fault = classify(alert(name, **labels), rules_=shipped)
+    fault = classify(alert(name, **labels), rules=shipped)
     assert fault.fault_class == FaultClass(expected)
     assert fault.rule == rule
 
 
 def test_resolved_alert_keeps_its_class_and_says_resolved(shipped: Rules) -> None:
-    fault = classify(alert("X", SignalStatus.RESOLVED, sickbay_class="reset-gpu"), rules_=shipped)
+    fault = classify(alert("X", SignalStatus.RESOLVED, sickbay_class="reset-gpu"), rules=shipped)
     assert fault.fault_class is FaultClass.RESET_GPU
     assert fault.reason.startswith("resolved:")
 
 
 def test_fault_annotation_is_compact_json(shipped: Rules) -> None:
-    fault = classify(alert("X", sickbay_class="reset-gpu"), rules_=shipped)
+    fault = classify(alert("X", sickbay_class="reset-gpu"), rules=shipped)
     assert (
         footprint.fault_annotation(fault) == '{"class":"reset-gpu","source":"alertmanager","fingerprint":"f"}'
     )

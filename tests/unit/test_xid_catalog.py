@@ -63,17 +63,17 @@ def test_catalog_file_covers_every_xid_of_the_design() -> None:
     [(x, cls) for cls, xids in DESIGN_TABLE.items() if cls != "depends" for x in xids],
 )
 def test_plain_xids_classify_to_their_class(shipped: Rules, xid: int, expected: str) -> None:
-    fault = classify(xid_signal(xid), rules_=shipped)
+    fault = classify(xid_signal(xid), rules=shipped)
     assert fault.fault_class == FaultClass(expected)
     assert f"XID {xid}" in fault.reason
 
 
 def test_xid_48_is_reset_gpu_without_remap_failure(shipped: Rules) -> None:
-    assert classify(xid_signal(48), rules_=shipped).fault_class is FaultClass.RESET_GPU
+    assert classify(xid_signal(48), rules=shipped).fault_class is FaultClass.RESET_GPU
 
 
 def test_xid_48_with_remap_failure_label_is_replace(shipped: Rules) -> None:
-    fault = classify(xid_signal(48, row_remap_failure="1"), rules_=shipped)
+    fault = classify(xid_signal(48, row_remap_failure="1"), rules=shipped)
     assert fault.fault_class is FaultClass.REPLACE
     assert "row-remap failure" in fault.reason
 
@@ -89,18 +89,18 @@ def test_xid_48_with_remap_failure_alert_in_context_is_replace(shipped: Rules) -
         node="gpu-node-1",
         gpu=0,
     )
-    fault = classify(xid_signal(48), rules_=shipped, context=[remap])
+    fault = classify(xid_signal(48), rules=shipped, context=[remap])
     assert fault.fault_class is FaultClass.REPLACE
     assert fault.evidence
 
 
 def test_remap_failure_on_another_gpu_does_not_count(shipped: Rules) -> None:
     other = replace(xid_signal(48, row_remap_failure="1"), gpu=5, fingerprint="x")
-    assert classify(xid_signal(48), rules_=shipped, context=[other]).fault_class is FaultClass.RESET_GPU
+    assert classify(xid_signal(48), rules=shipped, context=[other]).fault_class is FaultClass.RESET_GPU
 
 
 def test_xid_45_alone_is_ignored(shipped: Rules) -> None:
-    fault = classify(xid_signal(45), rules_=shipped)
+    fault = classify(xid_signal(45), rules=shipped)
     assert fault.fault_class is FaultClass.IGNORE
     assert "never a root cause" in fault.reason
 
@@ -109,12 +109,12 @@ def test_xid_45_alone_is_ignored(shipped: Rules) -> None:
     ("companion", "expected"), [(79, "reboot-node"), (13, "restart-workload"), (95, "reset-gpu")]
 )
 def test_xid_45_takes_the_class_of_its_companion(shipped: Rules, companion: int, expected: str) -> None:
-    fault = classify(xid_signal(45), rules_=shipped, context=[xid_signal(companion)])
+    fault = classify(xid_signal(45), rules=shipped, context=[xid_signal(companion)])
     assert fault.fault_class == FaultClass(expected)
 
 
 def test_xid_45_takes_the_worst_companion(shipped: Rules) -> None:
-    fault = classify(xid_signal(45), rules_=shipped, context=[xid_signal(13), xid_signal(79)])
+    fault = classify(xid_signal(45), rules=shipped, context=[xid_signal(13), xid_signal(79)])
     assert fault.fault_class is FaultClass.REBOOT_NODE
 
 
@@ -123,31 +123,31 @@ def test_xid_45_takes_the_worst_companion(shipped: Rules) -> None:
     [("0", "ignore"), ("1", "reset-gpu"), ("2", "reboot-node"), ("4", "reset-gpu"), ("7", "reboot-node")],
 )
 def test_xid_154_follows_the_recovery_action(shipped: Rules, action: str, expected: str) -> None:
-    fault = classify(xid_signal(154, recovery_action=action), rules_=shipped)
+    fault = classify(xid_signal(154, recovery_action=action), rules=shipped)
     assert fault.fault_class == FaultClass(expected)
 
 
 def test_xid_154_without_action_falls_back(shipped: Rules) -> None:
-    fault = classify(xid_signal(154), rules_=shipped)
+    fault = classify(xid_signal(154), rules=shipped)
     assert fault.fault_class is FaultClass.RESET_GPU
     assert "without the driver's recovery action" in fault.reason
 
 
 def test_xid_74_is_transient_until_the_link_repeats(shipped: Rules) -> None:
-    first = classify(xid_signal(74, link="2"), rules_=shipped)
+    first = classify(xid_signal(74, link="2"), rules=shipped)
     assert first.fault_class is FaultClass.TRANSIENT
     earlier = [replace(xid_signal(74, link="2"), fingerprint=f"old-{i}") for i in range(2)]
-    repeated = classify(xid_signal(74, link="2"), rules_=shipped, context=earlier)
+    repeated = classify(xid_signal(74, link="2"), rules=shipped, context=earlier)
     assert repeated.fault_class is FaultClass.RESET_GPU
     other_link = [replace(xid_signal(74, link="5"), fingerprint=f"l-{i}") for i in range(2)]
     assert (
-        classify(xid_signal(74, link="2"), rules_=shipped, context=other_link).fault_class
+        classify(xid_signal(74, link="2"), rules=shipped, context=other_link).fault_class
         is FaultClass.TRANSIENT
     )
 
 
 def test_unknown_xid_takes_the_policys_class_visibly(shipped: Rules) -> None:
-    fault = classify(xid_signal(999), rules_=shipped)
+    fault = classify(xid_signal(999), rules=shipped)
     assert fault.fault_class is FaultClass(shipped.policy.classification.unknown_xid)
     assert fault.fault_class is FaultClass.TRANSIENT  # the shipped default
     assert fault.rule == UNKNOWN_XID_RULE == "xid-unknown"
@@ -159,12 +159,12 @@ def test_unknown_xid_takes_the_policys_class_visibly(shipped: Rules) -> None:
 def test_unknown_xid_class_is_a_policy_setting(shipped: Rules, unknown_xid: str) -> None:
     classification = shipped.policy.classification.model_copy(update={"unknown_xid": unknown_xid})
     policy = shipped.policy.model_copy(update={"classification": classification})
-    fault = classify(xid_signal(250), rules_=Rules(catalog=shipped.catalog, policy=policy))
+    fault = classify(xid_signal(250), rules=Rules(catalog=shipped.catalog, policy=policy))
     assert fault.fault_class == FaultClass(unknown_xid)
     assert fault.rule == UNKNOWN_XID_RULE
     assert f"classified {unknown_xid}" in fault.reason
     # A catalogued XID is untouched by the setting.
-    assert classify(xid_signal(79), rules_=Rules(catalog=shipped.catalog, policy=policy)).rule == "xid"
+    assert classify(xid_signal(79), rules=Rules(catalog=shipped.catalog, policy=policy)).rule == "xid"
 
 
 # XIDs added from NVIDIA's full catalog, with the class each must have (NVIDIA's bucket in the comment).
@@ -187,7 +187,7 @@ NEW_XIDS = [
 
 @pytest.mark.parametrize(("xid", "expected"), NEW_XIDS)
 def test_newly_catalogued_xids_classify_to_their_class(shipped: Rules, xid: int, expected: str) -> None:
-    fault = classify(xid_signal(xid), rules_=shipped)
+    fault = classify(xid_signal(xid), rules=shipped)
     assert fault.fault_class == FaultClass(expected)
     assert fault.rule == "xid"
     entry = shipped.catalog.entry(xid)
@@ -197,14 +197,14 @@ def test_newly_catalogued_xids_classify_to_their_class(shipped: Rules, xid: int,
 
 @pytest.mark.parametrize("xid", [171, 172])
 def test_dram_and_sram_detail_follows_its_xid_48(shipped: Rules, xid: int) -> None:
-    alone = classify(xid_signal(xid), rules_=shipped)
+    alone = classify(xid_signal(xid), rules=shipped)
     assert alone.fault_class is FaultClass.RESET_GPU
     assert alone.rule == "xid-follows-others"
     assert "without the XID it accompanies" in alone.reason
-    with_48 = classify(xid_signal(xid), rules_=shipped, context=[xid_signal(48)])
+    with_48 = classify(xid_signal(xid), rules=shipped, context=[xid_signal(48)])
     assert with_48.fault_class is FaultClass.RESET_GPU
     assert with_48.evidence == ("XID 48",)
-    with_79 = classify(xid_signal(xid), rules_=shipped, context=[xid_signal(48), xid_signal(79)])
+    with_79 = classify(xid_signal(xid), rules=shipped, context=[xid_signal(48), xid_signal(79)])
     assert with_79.fault_class is FaultClass.REBOOT_NODE
 
 
@@ -237,12 +237,12 @@ def test_classes_follow_nvidias_bucket_or_say_why(shipped: Rules) -> None:
 def test_agent_event_and_alert_for_the_same_xid_are_one_fault(shipped: Rules) -> None:
     agent = replace(xid_signal(79), source=SignalSource.AGENT, fingerprint="gpu-node-1-abc")
     alert = xid_signal(79)
-    first = classify(agent, rules_=shipped)
-    second = classify(alert, rules_=shipped, context=[agent])
+    first = classify(agent, rules=shipped)
+    second = classify(alert, rules=shipped, context=[agent])
     assert first.rule == "xid"
     assert second.rule == "duplicate"
     assert "already reported by agent" in second.reason
     assert plans.plan_for(second, policy=shipped.policy, now=T0).is_noop
     # A different XID, or the same source again, is not a duplicate.
-    assert classify(xid_signal(95), rules_=shipped, context=[agent]).rule == "xid"
-    assert classify(replace(alert, fingerprint="x"), rules_=shipped, context=[alert]).rule == "xid"
+    assert classify(xid_signal(95), rules=shipped, context=[agent]).rule == "xid"
+    assert classify(replace(alert, fingerprint="x"), rules=shipped, context=[alert]).rule == "xid"
