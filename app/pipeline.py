@@ -28,7 +28,9 @@ from app.domain import Fault, FaultClass, Outcome, Plan, Signal, SignalSource
 from app.ingest import payloads, signals
 from app.kube import port
 from app.obs.metrics import Metrics
-from app.store import codec, inbox, journal
+from app.store import codec
+from app.store.inbox import RECHECK_SOURCE, Inbox, Row, RowState
+from app.store.journal import Journal
 
 log = logging.getLogger(__name__)
 _BATCH = 1000
@@ -59,9 +61,7 @@ class StoredRowError(ValueError):
 
 
 # Signals Sickbay makes itself (capacity drops, risk scores) are stored as serialised Signals.
-INTERNAL_SOURCES = frozenset(
-    {SignalSource.ALLOCATABLE.value, SignalSource.PREDICTION.value, inbox.RECHECK_SOURCE}
-)
+INTERNAL_SOURCES = frozenset({SignalSource.ALLOCATABLE.value, SignalSource.PREDICTION.value, RECHECK_SOURCE})
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Processed:
     outcomes: tuple[Outcome, ...] = ()
 
 
-def signal_of(row: inbox.Row, *, keys: signals.NodeKeys) -> Signal:
+def signal_of(row: Row, *, keys: signals.NodeKeys) -> Signal:
     """Rebuild the Signal from a stored row with the same code the intake validated it with."""
     received_at = datetime.fromisoformat(row.received_at)
     if row.source in INTERNAL_SOURCES:
@@ -87,8 +87,8 @@ class Pipeline:
     def __init__(
         self,
         *,
-        inbox_: inbox.Inbox,
-        journal_: journal.Journal,
+        inbox: Inbox,
+        journal: Journal,
         rules: classifier.Rules,
         settings: PipelineSettings,
         node_keys: signals.NodeKeys,
@@ -104,8 +104,8 @@ class Pipeline:
         self._shadow = shadow
         self._kube = kube
         self._executor = executor
-        self._inbox = inbox_
-        self._journal = journal_
+        self._inbox = inbox
+        self._journal = journal
         self._rules = rules
         self._settings = settings
         self._keys = node_keys
@@ -141,7 +141,7 @@ class Pipeline:
             if not rows:
                 break
             after = rows[-1].seq
-            by_node: dict[str | None, list[inbox.Row]] = defaultdict(list)
+            by_node: dict[str | None, list[Row]] = defaultdict(list)
             for row in rows:
                 if self._retry_at.get(row.node, 0.0) <= loop.time():
                     by_node[row.node].append(row)
@@ -151,7 +151,7 @@ class Pipeline:
         self._metrics.inbox_depth.set(await self._inbox.depth())
         return taken
 
-    async def _node_rows(self, rows: Sequence[inbox.Row]) -> None:
+    async def _node_rows(self, rows: Sequence[Row]) -> None:
         """One node's rows, strictly in order; a row that fails stops its node's queue until it succeeds."""
         async with self._slots:
             done: list[int] = []
@@ -161,22 +161,22 @@ class Pipeline:
                 except StoredRowError as exc:  # cannot get better by retrying: keep it, visibly, as failed
                     log.error("inbox row %d can never be processed: %s", row.seq, exc)
                     self._metrics.pipeline_errors.inc()
-                    await self._inbox.mark([row.seq], inbox.RowState.FAILED, error=str(exc))
+                    await self._inbox.mark([row.seq], RowState.FAILED, error=str(exc))
                     continue
                 except Exception as exc:  # a database or API hiccup: keep the row pending and retry it
                     await self._retry_later(row, exc)
                     break
                 done.append(row.seq)
                 self._retry_at.pop(row.node, None)
-            await self._inbox.mark(done, inbox.RowState.DONE)
+            await self._inbox.mark(done, RowState.DONE)
 
-    async def _retry_later(self, row: inbox.Row, exc: Exception) -> None:
+    async def _retry_later(self, row: Row, exc: Exception) -> None:
         self._metrics.pipeline_errors.inc()
         attempts = row.attempts + 1
         error = f"{type(exc).__name__}: {exc}"
         if attempts >= _MAX_ATTEMPTS:
             log.error("inbox row %d failed %d times, giving up: %s", row.seq, attempts, error)
-            await self._inbox.mark([row.seq], inbox.RowState.FAILED, error=error)
+            await self._inbox.mark([row.seq], RowState.FAILED, error=error)
             return
         delay = _ROW_RETRY.delay(attempts)
         log.warning(
@@ -190,7 +190,7 @@ class Pipeline:
         )
         self._retry_at[row.node] = asyncio.get_running_loop().time() + delay
         with contextlib.suppress(Exception):  # if even this fails, the row simply stays pending
-            await self._inbox.mark([row.seq], inbox.RowState.PENDING, error=error)
+            await self._inbox.mark([row.seq], RowState.PENDING, error=error)
 
     async def _context(self, signal: Signal) -> list[Signal]:
         """Recent signals on the same node and GPU: from memory, loaded from the journal once per GPU.
@@ -212,13 +212,13 @@ class Pipeline:
         cutoff = signal.starts_at - window
         return [s for s in recent if s.starts_at >= cutoff]
 
-    async def process(self, row: inbox.Row) -> Processed:
+    async def process(self, row: Row) -> Processed:
         try:
             signal = signal_of(row, keys=self._keys)
         except (pydantic.ValidationError, signals.SignalError, ValueError, KeyError) as exc:
             raise StoredRowError(f"stored row no longer validates: {exc}") from exc
         if (
-            row.source == inbox.RECHECK_SOURCE
+            row.source == RECHECK_SOURCE
             and await self._journal.latest_firing(signal.fingerprint) != signal.starts_at
         ):
             # Resolved (or replaced by a newer firing) since the re-check was scheduled: nothing to do,

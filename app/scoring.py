@@ -20,7 +20,8 @@ from app.obs.metrics import Metrics
 from app.predict import prometheus as predict_prometheus
 from app.predict import registry as predict_registry
 from app.predict import service as predict_service
-from app.store import inbox, journal
+from app.store import inbox
+from app.store.journal import Journal
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 10.0
@@ -38,7 +39,7 @@ class Scoring:
         metrics: Metrics,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         policy: rules.PredictionPolicy | None = None,
-        journal_: journal.Journal | None = None,
+        journal: Journal | None = None,
         on_model: Callable[[str], Awaitable[object]] | None = None,
         guard: Callable[[predict_service.Cycle], Awaitable[bool]] | None = None,
         scheduler: schedule.Scheduler | None = None,
@@ -51,7 +52,7 @@ class Scoring:
         self._metrics = metrics
         self._settings = settings
         self._box = box
-        self._journal = journal_
+        self._journal = journal
         self._clock = clock
         reader = predict_prometheus.ReaderSettings(
             url=settings.prometheus_url or "http://127.0.0.1:9090", lookback_s=settings.lookback_s

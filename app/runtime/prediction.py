@@ -64,7 +64,7 @@ async def _start_prediction(services: Services) -> None:
             metrics=services.metrics,
             clock=services.clock,
             policy=services.rules.policy.prediction,
-            journal_=services.journal,
+            journal=services.journal,
             on_model=lambda version: _model_loaded(services, version),
             guard=lambda cycle: _guard(services, cycle),
             scheduler=services.scheduler,

@@ -32,7 +32,10 @@ from app.kube import client as kube_client
 from app.kube import port
 from app.kube.retries import RetryPolicy
 from app.runtime.services import SERVICES, Services
-from app.store import deadletter, inbox, journal
+from app.store import deadletter
+from app.store.inbox import Inbox, record_of
+from app.store.inbox import connect as connect_journal_db
+from app.store.journal import Journal
 from app.store.validation import ValidationLog
 
 log = logging.getLogger(__name__)
@@ -54,14 +57,14 @@ async def open_storage(app: web.Application) -> AsyncIterator[None]:
     settings = services.settings
     path = Path(settings.inbox.path)
     write_lock = asyncio.Lock()
-    box = await inbox.Inbox.open(
+    inbox = await Inbox.open(
         path,
         max_batch_rows=settings.inbox.max_batch_rows,
         on_commit=services.metrics.commit_requests.observe,
         write_lock=write_lock,
     )
-    journal_db = await inbox.connect(path, durable=False)
-    services.inbox, services.journal = box, await journal.Journal.open(journal_db, write_lock=write_lock)
+    journal_db = await connect_journal_db(path, durable=False)
+    services.inbox, services.journal = inbox, await Journal.open(journal_db, write_lock=write_lock)
     services.shadow = ShadowKeeper(
         book=await ValidationLog.open(journal_db, write_lock=write_lock),
         journal=services.journal,
@@ -74,11 +77,11 @@ async def open_storage(app: web.Application) -> AsyncIterator[None]:
     services.dead_letters = await deadletter.DeadLetters.open(
         path, max_rows=settings.inbox.dead_letter_rows, write_lock=write_lock
     )
-    log.info("inbox %s: %d pending rows to resume", path, await box.depth())
+    log.info("inbox %s: %d pending rows to resume", path, await inbox.depth())
     try:
         yield
     finally:
-        await box.close()
+        await inbox.close()
         await services.dead_letters.close()
         await journal_db.close()
 
@@ -87,9 +90,9 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
     """Kubernetes client and the actuators; without a cluster the pipeline journals plans only."""
     services = app[SERVICES]
     settings = services.settings
-    box, book = services.inbox, services.journal
-    assert box is not None
-    assert book is not None
+    inbox, journal = services.inbox, services.journal
+    assert inbox is not None
+    assert journal is not None
     own_client: kube_client.KubeClient | None = None
     if services.kube is None and settings.kube.enabled:
         own_client = await kube_client.connect(
@@ -110,15 +113,15 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
     writer: NodeWriter | None = None
     urgency = Urgency()
     if kube is not None:
-        executor, drainer, restarter, writer = await _actuators(services, kube, book, box, urgency)
+        executor, drainer, restarter, writer = await _actuators(services, kube, journal, inbox, urgency)
         assert services.shadow is not None
         services.shadow.speaks_through(
             Recorder(kube=kube, metrics=services.metrics, clock=services.clock, events=not settings.dry_run),
             PodRef(settings.pod_namespace, settings.identity),
         )
     services.pipeline = pipeline.Pipeline(
-        inbox_=box,
-        journal_=book,
+        inbox=inbox,
+        journal=journal,
         rules=services.rules,
         settings=settings.pipeline,
         node_keys=signals.NodeKeys.of(settings),
@@ -143,7 +146,7 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _actuators(
-    services: Services, kube: port.KubePort, book: journal.Journal, box: inbox.Inbox, urgency: Urgency
+    services: Services, kube: port.KubePort, journal: Journal, inbox: Inbox, urgency: Urgency
 ) -> tuple[Executor, Drainer, Restarter, NodeWriter]:
     settings, policy, clock, metrics = (
         services.settings,
@@ -153,7 +156,7 @@ async def _actuators(
     )
     dry_run = settings.dry_run
     recorder = Recorder(kube=kube, metrics=metrics, clock=clock, events=not dry_run)
-    gates = GateKeeper(policy=policy.budgets, journal=book, metrics=metrics, clock=clock)
+    gates = GateKeeper(policy=policy.budgets, journal=journal, metrics=metrics, clock=clock)
     await gates.load()
     nodes = NodeWriter(
         kube=kube,
@@ -180,7 +183,7 @@ async def _actuators(
         drainer=drainer,
         remediators=remediators,
         recorder=recorder,
-        journal=book,
+        journal=journal,
         metrics=metrics,
     )
     executor = Executor(
@@ -190,13 +193,13 @@ async def _actuators(
         handoff=handoff,
         restarter=restarter,
         recorder=recorder,
-        journal=book,
+        journal=journal,
         paused=lambda: services.settings.pause,
         clock=clock,
     )
 
     async def emit(signal: Signal) -> None:
-        await box.append([inbox.record_of(signal)])
+        await inbox.append([record_of(signal)])
 
     services.gates = gates
     services.reconciler = Reconciler(
@@ -205,7 +208,7 @@ async def _actuators(
         handoff=handoff,
         gates=gates,
         recorder=recorder,
-        journal=book,
+        journal=journal,
         policy=policy,
         metrics=metrics,
         clock=clock,

@@ -41,7 +41,7 @@ async def test_a_cycle_exports_journals_and_enqueues(tmp_path: Path) -> None:
             box=box,
             metrics=metrics,
             clock=lambda: T0,
-            journal_=book,
+            journal=book,
         )
         scoring.service = OneCycle(models_dir=tmp_path / "models", read_recent=lambda now: pd.DataFrame())
 
