@@ -21,7 +21,8 @@ from app.decide import footprint
 from app.ingest import auth, handlers
 from app.kube import errors as kube_errors
 from app.runtime.services import SERVICES, Services
-from app.store import deadletter, journal
+from app.store import deadletter
+from app.store.journal import Journal
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -76,11 +77,11 @@ async def _gpu_events(request: web.Request) -> web.StreamResponse:
     return await handlers.handle_gpu_events(request, _intake(request))
 
 
-def _journal(request: web.Request) -> journal.Journal:
-    book = request.app[SERVICES].journal
-    if book is None:
+def _journal(request: web.Request) -> Journal:
+    journal = request.app[SERVICES].journal
+    if journal is None:
         raise web.HTTPServiceUnavailable(text='{"error":"starting"}', content_type="application/json")
-    return book
+    return journal
 
 
 async def _actions(request: web.Request) -> web.StreamResponse:
@@ -138,7 +139,7 @@ async def _model_shadow(request: web.Request) -> web.StreamResponse:
 
 async def _status_page(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
-    book = _journal(request)
+    journal = _journal(request)
     nodes = None
     if services.kube is not None:
         try:
@@ -152,8 +153,8 @@ async def _status_page(request: web.Request) -> web.StreamResponse:
         paused=services.settings.pause,
         now=services.clock(),
         nodes=nodes,
-        entries=await book.entries(limit=50),
-        outcomes=await book.outcomes(limit=300),
+        entries=await journal.entries(limit=50),
+        outcomes=await journal.outcomes(limit=300),
         gates=services.gates,
         intake=await _intake_problems(services),
         shadow=await _shadow_view(services),
