@@ -22,7 +22,7 @@ from app.domain import RiskLevel
 from app.runtime.services import SERVICES, Services
 
 if TYPE_CHECKING:
-    from app import retraining, scoring, validation
+    from app import retraining, scoring_job, validation
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,8 @@ async def _start_prediction(services: Services) -> None:
     assert services.inbox is not None
     try:
         # In a worker thread: an import this heavy would stall the event loop that serves alerts.
-        scoring_module = await asyncio.to_thread(importlib.import_module, "app.scoring")
-        scorer: scoring.Scoring = scoring_module.Scoring(
+        scoring_module = await asyncio.to_thread(importlib.import_module, "app.scoring_job")
+        scorer: scoring_job.Scoring = scoring_module.Scoring(
             services.settings.prediction,
             box=services.inbox,
             metrics=services.metrics,
@@ -86,7 +86,7 @@ async def _model_loaded(services: Services, version: str) -> None:
         services.validation.soon()
 
 
-async def _guard(services: Services, cycle: scoring.ScoredCycle) -> bool:
+async def _guard(services: Services, cycle: scoring_job.ScoredCycle) -> bool:
     """The runtime guard on one scored cycle; True when it sent the ladder back to shadow."""
     keeper, scores = services.shadow, cycle.scores
     if keeper is None or scores is None or not services.leader:  # the leader's ladder is the one that acts
@@ -100,7 +100,7 @@ async def _guard(services: Services, cycle: scoring.ScoredCycle) -> bool:
     return await keeper.guard(scores.model_version, reading) is not None
 
 
-async def _start_validation(services: Services, scoring: scoring.Scoring) -> validation.Validation | None:
+async def _start_validation(services: Services, scoring: scoring_job.Scoring) -> validation.Validation | None:
     """The shadow-mode backtest, with a Prometheus URL only; the leader runs it."""
     settings = services.settings.prediction
     if not settings.validate_enabled or not settings.prometheus_url or services.shadow is None:
@@ -125,7 +125,7 @@ async def _start_validation(services: Services, scoring: scoring.Scoring) -> val
     return job
 
 
-async def _start_retraining(services: Services, scoring: scoring.Scoring) -> retraining.Retraining | None:
+async def _start_retraining(services: Services, scoring: scoring_job.Scoring) -> retraining.Retraining | None:
     """The weekly retraining job, with a Prometheus URL only; it runs on the leader and reloads scoring."""
     settings = services.settings.prediction
     if not settings.retrain_enabled or not settings.prometheus_url:

@@ -26,7 +26,7 @@ from app.obs.metrics import Metrics
 from app.store import deadletter, inbox, journal
 
 if TYPE_CHECKING:
-    from app import retraining, scoring, validation
+    from app import retraining, scoring_job, validation
 
 Clock = Callable[[], datetime]
 
@@ -51,7 +51,7 @@ class Services:
     gates: GateKeeper | None = None
     reconciler: Reconciler | None = None
     scheduler: schedule.Scheduler | None = None
-    scoring: scoring.Scoring | None = None
+    scoring: scoring_job.Scoring | None = None
     retraining: retraining.Retraining | None = None
     shadow: ShadowKeeper | None = None
     validation: validation.Validation | None = None
