@@ -1,7 +1,7 @@
 """The service's one scheduler (APScheduler): all periodic background work runs here, as named jobs.
 
 On every replica: risk scoring (`app.scoring_job`), the shadow-mode backtest (`app.validation`) and retraining
-(`app.retraining`), each of which checks leadership itself. On the leader only, registered when it starts
+(`app.retraining_job`), each of which checks leadership itself. On the leader only, registered when it starts
 leading and cancelled when it stops: reconciliation, re-checks of transient signals and the catch-up with
 Alertmanager (`app.runtime`). Jobs enqueue work or run one pass of a reconciler; none owns a loop.
 

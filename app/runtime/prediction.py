@@ -22,7 +22,7 @@ from app.domain import RiskLevel
 from app.runtime.services import SERVICES, Services
 
 if TYPE_CHECKING:
-    from app import retraining, scoring_job, validation
+    from app import retraining_job, scoring_job, validation
 
 log = logging.getLogger(__name__)
 
@@ -125,14 +125,16 @@ async def _start_validation(services: Services, scoring: scoring_job.Scoring) ->
     return job
 
 
-async def _start_retraining(services: Services, scoring: scoring_job.Scoring) -> retraining.Retraining | None:
+async def _start_retraining(
+    services: Services, scoring: scoring_job.Scoring
+) -> retraining_job.Retraining | None:
     """The weekly retraining job, with a Prometheus URL only; it runs on the leader and reloads scoring."""
     settings = services.settings.prediction
     if not settings.retrain_enabled or not settings.prometheus_url:
         return None
     try:
-        training = await asyncio.to_thread(importlib.import_module, "app.retraining")
-        job: retraining.Retraining = training.Retraining(
+        training = await asyncio.to_thread(importlib.import_module, "app.retraining_job")
+        job: retraining_job.Retraining = training.Retraining(
             settings,
             catalog=services.rules.catalog,
             journal_path=Path(services.settings.inbox.path),

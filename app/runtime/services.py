@@ -26,7 +26,7 @@ from app.obs.metrics import Metrics
 from app.store import deadletter, inbox, journal
 
 if TYPE_CHECKING:
-    from app import retraining, scoring_job, validation
+    from app import retraining_job, scoring_job, validation
 
 Clock = Callable[[], datetime]
 
@@ -52,7 +52,7 @@ class Services:
     reconciler: Reconciler | None = None
     scheduler: schedule.Scheduler | None = None
     scoring: scoring_job.Scoring | None = None
-    retraining: retraining.Retraining | None = None
+    retraining: retraining_job.Retraining | None = None
     shadow: ShadowKeeper | None = None
     validation: validation.Validation | None = None
     leader: bool = False

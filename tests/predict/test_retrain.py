@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app import cli, retraining
+from app import cli, retraining_job
 from app.config import rules
 from app.config.settings import RULES_DIR, PredictionSettings, load_settings
 from app.predict import dataset, history, prometheus, registry, retrain, split, train
@@ -294,10 +294,10 @@ def test_journal_failures_reads_hardware_faults_on_gpus(tmp_path: Path) -> None:
 def test_the_cron_expression_means_what_it_means_in_a_crontab(
     cron: str, after: datetime, expected: datetime
 ) -> None:
-    assert retraining.cron_trigger(cron).get_next_fire_time(None, after) == expected
+    assert retraining_job.cron_trigger(cron).get_next_fire_time(None, after) == expected
 
 
-def job(tmp_path: Path, **kwargs: Any) -> retraining.Retraining:
+def job(tmp_path: Path, **kwargs: Any) -> retraining_job.Retraining:
     settings = PredictionSettings(
         models_dir=shipped_copy(tmp_path / "models"),
         prometheus_url="http://prom:9090",
@@ -311,10 +311,10 @@ def job(tmp_path: Path, **kwargs: Any) -> retraining.Retraining:
         "clock": lambda: datetime(2025, 3, 9, tzinfo=UTC),
         **kwargs,
     }
-    return retraining.Retraining(settings, **options)
+    return retraining_job.Retraining(settings, **options)
 
 
-def counted(job_: retraining.Retraining, outcome: str) -> float:
+def counted(job_: retraining_job.Retraining, outcome: str) -> float:
     return float(job_.metrics.runs.labels(outcome=outcome)._value.get())
 
 
@@ -381,7 +381,7 @@ async def test_the_job_survives_prometheus_down_and_errors(
 
     follower = job(tmp_path / "follower", is_leader=lambda: False)
     assert await follower.run_once() is None
-    assert sum(counted(follower, o) for o in retraining.OUTCOMES) == 0
+    assert sum(counted(follower, o) for o in retraining_job.OUTCOMES) == 0
 
 
 async def test_the_service_schedules_retraining_when_prometheus_is_set(
