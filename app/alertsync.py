@@ -17,7 +17,8 @@ import aiohttp
 import pydantic
 
 from app.ingest import payloads, signals
-from app.store import inbox, journal
+from app.store.inbox import Inbox, Record
+from app.store.journal import Journal
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +52,15 @@ async def sync(
     *,
     url: str,
     receiver: str | None,
-    box: inbox.Inbox,
-    book: journal.Journal,
+    inbox: Inbox,
+    journal: Journal,
     keys: signals.NodeKeys,
     clock: Callable[[], datetime],
 ) -> tuple[int, int]:
     """Append what Alertmanager says is firing, resolve what it no longer lists; (stored, resolved)."""
     active = await fetch_active(url, receiver=receiver)
     now = clock()
-    records: list[inbox.Record] = []
+    records: list[Record] = []
     listed: set[str] = set()
     for raw in active:
         try:
@@ -70,7 +71,7 @@ async def sync(
             continue
         listed.add(alert.fingerprint)
         records.append(_record(alert, node=signal.node, received_at=now))
-    for fingerprint, signal_json in await book.firing_alerts():
+    for fingerprint, signal_json in await journal.firing_alerts():
         if fingerprint in listed:
             continue
         try:
@@ -87,7 +88,7 @@ async def sync(
         except (pydantic.ValidationError, KeyError):
             continue
         records.append(_record(resolved, node=signal_json.get("node"), received_at=now))
-    result = await box.append(records)
+    result = await inbox.append(records)
     resolved_count = len(records) - len(listed)
     log.info(
         "reconciled with Alertmanager: %d active listed, %d new rows, %d missed resolutions",
@@ -98,9 +99,9 @@ async def sync(
     return result.stored, resolved_count
 
 
-def _record(alert: payloads.AlertmanagerAlert, *, node: str | None, received_at: datetime) -> inbox.Record:
+def _record(alert: payloads.AlertmanagerAlert, *, node: str | None, received_at: datetime) -> Record:
     starts = alert.starts_at
-    return inbox.Record(
+    return Record(
         source="alertmanager",
         fingerprint=alert.fingerprint,
         starts_at=signals.utc(starts).isoformat(),

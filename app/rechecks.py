@@ -15,15 +15,17 @@ from dataclasses import replace
 from datetime import datetime
 
 from app.domain import Signal
-from app.store import codec, inbox, journal
+from app.store import codec
+from app.store.inbox import RECHECK_SOURCE, Inbox, Record
+from app.store.journal import Journal
 
 log = logging.getLogger(__name__)
 
 
-def record_of(original: Signal, *, check: int, now: datetime) -> inbox.Record:
+def record_of(original: Signal, *, check: int, now: datetime) -> Record:
     signal = replace(original, received_at=now)
-    return inbox.Record(
-        source=inbox.RECHECK_SOURCE,
+    return Record(
+        source=RECHECK_SOURCE,
         fingerprint=f"{signal.fingerprint}#{check}",
         starts_at=signal.starts_at.isoformat(),
         status=signal.status.value,
@@ -33,13 +35,13 @@ def record_of(original: Signal, *, check: int, now: datetime) -> inbox.Record:
     )
 
 
-async def enqueue_due(*, book: journal.Journal, box: inbox.Inbox, clock: Callable[[], datetime]) -> int:
+async def enqueue_due(*, journal: Journal, inbox: Inbox, clock: Callable[[], datetime]) -> int:
     """Append every due re-check to the inbox; returns how many."""
     now = clock()
-    due = await book.due_rechecks(now)
+    due = await journal.due_rechecks(now)
     if not due:
         return 0
-    await box.append([record_of(signal, check=check, now=now) for signal, check in due])
-    await book.done_rechecks(due)
+    await inbox.append([record_of(signal, check=check, now=now) for signal, check in due])
+    await journal.done_rechecks(due)
     log.debug("re-checking %d transient signal(s)", len(due))
     return len(due)

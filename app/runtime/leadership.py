@@ -138,7 +138,7 @@ async def _recheck_once(services: Services) -> None:
     """Hand due re-checks of transient signals to the pipeline (leader only, like the pipeline itself)."""
     assert services.journal is not None
     assert services.inbox is not None
-    await rechecks.enqueue_due(book=services.journal, box=services.inbox, clock=services.clock)
+    await rechecks.enqueue_due(journal=services.journal, inbox=services.inbox, clock=services.clock)
 
 
 async def _sync_alerts_once(services: Services) -> None:
@@ -151,8 +151,8 @@ async def _sync_alerts_once(services: Services) -> None:
         await alertsync.sync(
             url=settings.alertmanager_url,
             receiver=settings.alertmanager_receiver,
-            box=services.inbox,
-            book=services.journal,
+            inbox=services.inbox,
+            journal=services.journal,
             keys=signals.NodeKeys.of(settings),
             clock=services.clock,
         )
