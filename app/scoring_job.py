@@ -20,7 +20,7 @@ from app.obs.metrics import Metrics
 from app.predict import prometheus as predict_prometheus
 from app.predict import registry as predict_registry
 from app.predict import service as predict_service
-from app.store import inbox
+from app.store.inbox import Inbox, record_of
 from app.store.journal import Journal
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ class Scoring:
         self,
         settings: PredictionSettings,
         *,
-        box: inbox.Inbox,
+        inbox: Inbox,
         metrics: Metrics,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         policy: rules.PredictionPolicy | None = None,
@@ -51,7 +51,7 @@ class Scoring:
         self._announced: str | None = None
         self._metrics = metrics
         self._settings = settings
-        self._box = box
+        self._inbox = inbox
         self._journal = journal
         self._clock = clock
         reader = predict_prometheus.ReaderSettings(
@@ -132,7 +132,7 @@ class Scoring:
             self.service.resend_all()
         signals = self.service.signals(cycle)
         if signals:
-            await self._box.append([inbox.record_of(signal) for signal in signals])
+            await self._inbox.append([record_of(signal) for signal in signals])
 
     async def _announce(self) -> None:
         """Tell `on_model` about a model version loaded since the last call (the first, or a promotion)."""

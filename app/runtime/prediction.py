@@ -60,7 +60,7 @@ async def _start_prediction(services: Services) -> None:
         scoring_module = await asyncio.to_thread(importlib.import_module, "app.scoring_job")
         scorer: scoring_job.Scoring = scoring_module.Scoring(
             services.settings.prediction,
-            box=services.inbox,
+            inbox=services.inbox,
             metrics=services.metrics,
             clock=services.clock,
             policy=services.rules.policy.prediction,

@@ -38,7 +38,7 @@ async def test_a_cycle_exports_journals_and_enqueues(tmp_path: Path) -> None:
         metrics = create_metrics(CollectorRegistry())
         scoring = Scoring(
             PredictionSettings(models_dir=tmp_path / "models"),
-            box=box,
+            inbox=box,
             metrics=metrics,
             clock=lambda: T0,
             journal=book,
@@ -63,7 +63,7 @@ async def test_a_fresh_models_volume_starts_from_the_shipped_model(tmp_path: Pat
     box = await inbox.Inbox.open(tmp_path / "sickbay.db")
     try:
         settings = PredictionSettings(models_dir=tmp_path / "volume", seed_from_shipped=True)
-        scoring = Scoring(settings, box=box, metrics=create_metrics(CollectorRegistry()))
+        scoring = Scoring(settings, inbox=box, metrics=create_metrics(CollectorRegistry()))
         await scoring.start()
         await scoring.loaded()
         shipped = registry.read_pointer(SHIPPED_MODELS)["current"]
