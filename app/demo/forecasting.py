@@ -24,7 +24,7 @@ async def play_prediction(stack: Stack, rec: Recorder, scene: Scene, forecast: p
         scene,
         f"trained model promoted into Sickbay; GPU {risk.gpu}'s memory has run "
         f"{risk.mem_rise_at(sim.time_s):.1f} °C over its own baseline for "
-        f"{prediction.hours(risk.running_s(sim.time_s))}, rising, throttled now and then, no alert",
+        f"{prediction.hours(risk.running_s(sim.time_s))}, rising, throttled now and then, no rule taking it out",
     )
     # Sickbay's ladder runs in shadow for a model not validated on this fleet. The demo's fleet is the
     # simulator the model was trained on, so the demo validates it first, the operator's way, and says so.

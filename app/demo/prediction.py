@@ -12,9 +12,9 @@ ones (the exporter's labels) after it; its reader joins them by host, GPU and UU
 In that past one GPU starts a thermal runaway (`plant_precursor`): its memory and core temperature creep up
 against its own baseline and its node's other GPUs, hours before it falls off the bus (XID 79). ASSUMPTIONS,
 stated in the report: the simulator's own thermal precursor at its full strength (`ThermalRunaway`), and the
-live demo beginning just after SW-thermal slowdown starts to come and go (past `thermal_sw_throttle_at`,
-about a third of the minutes) — so no rule pages on it (`GpuThermalThrottling` needs a throttle reason held
-for 10 minutes in a row) and the GPU looks hot, not broken. That is the case prediction is for. Why not an HBM precursor, as the first version of this scene
+live demo beginning while SW-thermal slowdown comes and goes (past `thermal_sw_throttle_at`, in about half
+of the minutes) and before HW slowdown — so no rule takes the node out (`GpuThermalThrottling`, when
+slowdown holds 10 minutes, is a transient soft signal) and the GPU looks hot, not broken. That is the case prediction is for. Why not an HBM precursor, as the first version of this scene
 had: single-bit errors alone are a poor predictor (the ATC'24 HBM study in TELEMETRY.md: the total
 correctable rate does not predict uncorrectable errors), the protocol's model rightly scores them at `warn`
 at most, and once a row is remapped ROW_REMAP_PENDING makes the rule bundle quarantine the GPU without any
@@ -49,12 +49,13 @@ HOUR = 3600.0
 HISTORY_S = 26 * HOUR
 STEP_S = 300.0  # the model card's scoring step
 # Where the precursor stands when the live demo begins: running for this long, failing this much later —
-# 15 h in all, within the simulator's thermal lead times (median 8 h, 1 h to 3 days), and 48% of the way,
-# shortly after the SW-thermal throttling that comes and goes from 45%. Measured with the shipped model
-# (offline, the demo's 12-node fleet): 0.32-0.34 over the last 3 h of the past against act 0.247, every other
-# GPU under 0.04; at 40% it scored 0.06-0.08, under warn.
-PRECURSOR_RUNNING_S = 7.25 * HOUR
-PRECURSOR_REMAINING_S = 7.75 * HOUR
+# 15 h in all, within the simulator's thermal lead times (median 8 h, 1 h to 3 days), and 60% of the way,
+# where SW-thermal slowdown comes and goes (from 45%) and HW slowdown (75%) has not begun. Measured with
+# the shipped model, offline, on the demo's 12-node fleet at five history start times: 0.62-0.68 against
+# act 0.247, every other GPU under 0.04; at 48% it scored 0.31-0.69 and in a loaded live stack once only
+# warn, at 40% 0.06-0.08.
+PRECURSOR_RUNNING_S = 9 * HOUR
+PRECURSOR_REMAINING_S = 6 * HOUR
 THERMAL_XID = 79  # the GPU falls off the bus
 
 

@@ -254,7 +254,8 @@ def prediction_view(f: Forecast) -> dict[str, Any]:
             f"{risk.node} GPU {risk.gpu} ({risk.uuid}); thermal runaway: memory temperature "
             f"{risk.mem_rise_at(risk.onset + (f.running_at_score_s or 0.0)):.1f} °C over its baseline when "
             f"scored, rising toward +{risk.mem_rise_c:g} °C at the failure; SW-thermal slowdown coming and "
-            f"going from {risk.throttle_from:.0%} of the way, never 10 minutes in a row, so no alert",
+            f"going from {risk.throttle_from:.0%} of the way: no rule quarantines it (a thermal-throttling "
+            "alert, if slowdown holds 10 minutes, is a transient soft signal)",
         ),
         ("model", model_text),
         (

@@ -53,10 +53,10 @@ def test_the_precursor_is_a_full_strength_thermal_runaway_on_a_busy_gpu_of_a_nod
     assert gpu.process.xid == prediction.THERMAL_XID == 79
     assert risk.running_s(end) == pytest.approx(prediction.PRECURSOR_RUNNING_S)
     assert risk.due_in_s(end) == pytest.approx(prediction.PRECURSOR_REMAINING_S)
-    assert risk.throttle_from < risk.progress(end) < 0.5, "throttling has only begun to come and go"
+    assert risk.throttle_from < risk.progress(end) < 0.75, "SW slowdown comes and goes; no HW slowdown yet"
 
 
-def test_the_past_heats_up_and_never_throttles_ten_minutes_in_a_row() -> None:
+def test_the_past_heats_up_and_slowdown_comes_and_goes() -> None:
     sim, end = _fleet()
     risk = prediction.plant_precursor(sim, history_end=end)
     process = sim.node(risk.node).gpus[risk.gpu].process
@@ -64,7 +64,7 @@ def test_the_past_heats_up_and_never_throttles_ten_minutes_in_a_row() -> None:
     rises = [process.effects(t).mem_temp_c for t in (risk.onset + 2 * HOUR, risk.onset + 4 * HOUR, end)]
     assert 0 < rises[0] < rises[1] < rises[2] == pytest.approx(risk.mem_rise_at(end))
     assert rises[2] > 5.0, "degrees over its own baseline and its peers, not noise"
-    # GpuThermalThrottling fires on a throttle reason held for 10 minutes (`for: 10m`): never here.
+    # Slowdown comes and goes (GpuThermalThrottling, `for: 10m`, is a transient soft signal at most).
     minutes = [
         process.effects(risk.onset + 60.0 * i).throttle != 0
         for i in range(int((end - risk.onset) / 60.0) + 1)
@@ -73,8 +73,8 @@ def test_the_past_heats_up_and_never_throttles_ten_minutes_in_a_row() -> None:
     for throttled in minutes:
         run = run + 1 if throttled else 0
         longest = max(longest, run)
-    assert 0 < sum(minutes) < len(minutes) / 10, "slowdown has begun to come and go, in few minutes"
-    assert longest < 10
+    assert 0 < sum(minutes) < len(minutes) / 4, "slowdown comes and goes, in a minority of minutes"
+    assert longest < len(minutes) / 4, "it comes and goes; it does not hold"
     sim.step(end - sim.time_s)
     gpu = sim.node(risk.node).gpus[risk.gpu]
     assert gpu.dbe_vol == 0
