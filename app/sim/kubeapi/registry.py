@@ -267,13 +267,5 @@ class Registry:
         assert self._schedule is not None
         self._schedule(grace * self.grace_scale, confirm)
 
-    def _deleted_status(self, rt: ResourceType, obj: JsonObj) -> JsonObj:
-        details: JsonObj = {"name": obj["metadata"]["name"]}
-        if rt.group:
-            details["group"] = rt.group
-        details["kind"] = rt.plural
-        details["uid"] = obj["metadata"]["uid"]
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
-
     def _after_write(self, rt: ResourceType, namespace: str) -> None:
         self.disruption.observe(rt, namespace)
