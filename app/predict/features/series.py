@@ -86,25 +86,19 @@ class Series:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(count > 0, total / count, np.nan)
 
-    def span(self, window: float, *, since_reset: bool = False, valid: Mask | None = None) -> Array:
-        """Seconds covered by the increments summed over each output row's window.
-
-        With `valid` (the rows that carry a sample), from the last sample before the window (the first
-        increment in it reaches back there) or, when there is none, from the first sample in it, to the
-        last sample: rows without a sample cover nothing. A reader's grid carries such rows wherever
-        Prometheus has no sample — before a fleet's or a new GPU's first week — and counting their time
-        diluted a 7-day rate over 26 h of history by 6.5x, so a chronic-SBE GPU read as 1.7 e-folds above
-        its own baseline and scored at `act` (the demo's live stack, 2026-12-01).
+    def span(self, window: float, samples: SampleTimes, *, since_reset: bool = False) -> Array:
+        """Seconds covered by the increments summed over each output row's window: from the last sample
+        before the window (the first increment in it reaches back there) or, when there is none, from the
+        first sample in it, to the last sample. Rows without a sample cover nothing: a reader's grid carries
+        such rows wherever Prometheus has no sample — before a fleet's or a new GPU's first week — and
+        counting their time diluted a 7-day rate over 26 h of history by 6.5x, so a chronic-SBE GPU read as
+        1.7 e-folds above its own baseline and scored at `act` (the demo's live stack, 2026-12-01).
         """
         start = self.start(window, since_reset=since_reset)
         before = np.maximum(start - 1, self.first[self.out])
-        if valid is None:
-            return self.t_out - self.t[before]
-        times = np.where(valid, self.t, np.nan)
-        last = self.ffill(times)
-        anchor = np.where(start > self.first[self.out], last[before], np.nan)
-        anchor = np.where(np.isnan(anchor), self.bfill(times)[start], anchor)
-        return last[self.out] - anchor
+        anchor = np.where(start > self.first[self.out], samples.last[before], np.nan)
+        anchor = np.where(np.isnan(anchor), samples.next[start], anchor)
+        return samples.last[self.out] - anchor
 
     def ffill(self, values: Array) -> Array:
         """Last non-NaN value up to each row, within its GPU (NaN before the first); all rows."""
@@ -177,12 +171,27 @@ def nan(n: int) -> Array:
 
 
 @dataclass(frozen=True, slots=True)
+class SampleTimes:
+    """Per row, within its GPU: the time of the latest sample at or before it (NaN before the first) and of
+    the first sample at or after it (NaN after the last) — what a rate's span is measured between."""
+
+    last: Array
+    next: Array
+
+
+def sample_times(s: Series, valid: Mask) -> SampleTimes:
+    times = np.where(valid, s.t, np.nan)
+    return SampleTimes(last=s.ffill(times), next=s.bfill(times))
+
+
+@dataclass(frozen=True, slots=True)
 class Counter:
-    """A counter's reset-aware increments per row, and where it reset."""
+    """A counter's reset-aware increments per row, where it reset, and when it was sampled."""
 
     increments: Array
     resets: Mask
     valid: Mask
+    samples: SampleTimes
 
 
 def counter(s: Series, values: Array) -> Counter:
@@ -193,13 +202,13 @@ def counter(s: Series, values: Array) -> Counter:
     with np.errstate(invalid="ignore"):
         dropped = both & (values < before)
         increments = np.where(both, np.where(dropped, values, values - before), 0.0)
-    return Counter(increments=increments, resets=dropped, valid=valid)
+    return Counter(increments=increments, resets=dropped, valid=valid, samples=sample_times(s, valid))
 
 
 def rate(s: Series, c: Counter, window: float, per_s: float) -> Array:
     """Increase per `per_s` seconds over the window since the last reset; NaN without a sample or span."""
     total = s.wsum(c.increments, window, since_reset=True)
-    span = s.span(window, since_reset=True, valid=c.valid)
+    span = s.span(window, c.samples, since_reset=True)
     seen = s.wcount(c.valid, window, since_reset=True) > 0
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(seen & (span > 0), total / span * per_s, np.nan)
