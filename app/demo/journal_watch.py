@@ -8,6 +8,7 @@ probe receiver); `rel` turns a wall-clock time into seconds since the scenario s
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,59 +18,80 @@ from app.demo.probe import Delivery
 Rel = Callable[[datetime], float]
 
 
+@dataclass(frozen=True, slots=True)
+class _Fault:
+    """The fields of a journaled fault the events and the milestones are made of."""
+
+    firing: bool
+    node: str
+    alert_at: datetime | None
+    decided_at: datetime | None
+    rule: str
+    xid: str  # " XID 79", or empty
+    gpu: str  # " GPU 0", or empty
+    cls: str  # the class acted on (after an escalation)
+    summary: str
+
+
+def _fault(item: dict[str, Any]) -> _Fault:
+    plan = item.get("plan") or {}
+    return _Fault(
+        firing=item.get("status", "") == "firing",
+        node=item.get("node") or "?",
+        alert_at=parse_time(item.get("at")),
+        decided_at=parse_time(plan.get("decided_at")),
+        rule=item.get("rule", ""),
+        xid=f" XID {item['xid']}" if item.get("xid") else "",
+        gpu=f" GPU {item['gpu']}" if item.get("gpu") is not None else "",
+        cls=effective_class(item),
+        summary=plan.get("summary", ""),
+    )
+
+
 def item_events(item: dict[str, Any], rel: Rel) -> list[Event]:
     """A journaled fault as events: its alert (or resolution) and the decision taken on it."""
-    node = item.get("node") or "?"
-    alert_at = parse_time(item.get("at"))
-    decided_at = parse_time((item.get("plan") or {}).get("decided_at"))
-    rule = item.get("rule", "")
-    xid = f" XID {item['xid']}" if item.get("xid") else ""
-    gpu = f" GPU {item['gpu']}" if item.get("gpu") is not None else ""
-    if item.get("status", "") != "firing":
+    f = _fault(item)
+    if not f.firing:
         # A resolution keeps the alert's startsAt; what is news is when it was delivered and processed.
-        if decided_at is not None:
-            return [Event(rel(decided_at), node, "alert", f"resolved{xid}{gpu} (rule {rule})")]
+        if f.decided_at is not None:
+            return [Event(rel(f.decided_at), f.node, "alert", f"resolved{f.xid}{f.gpu} (rule {f.rule})")]
         return []
     events = []
-    cls = effective_class(item)
-    if alert_at is not None and cls == AT_RISK:
+    if f.alert_at is not None and f.cls == AT_RISK:
         events.append(
-            Event(rel(alert_at), node, "alert", f"scored at risk{gpu} by the model (scoring cycle)")
+            Event(rel(f.alert_at), f.node, "alert", f"scored at risk{f.gpu} by the model (scoring cycle)")
         )
-    elif alert_at is not None:
+    elif f.alert_at is not None:
         events.append(
-            Event(rel(alert_at), node, "alert", f"firing{xid}{gpu} ({item.get('source')}, rule {rule})")
+            Event(
+                rel(f.alert_at),
+                f.node,
+                "alert",
+                f"firing{f.xid}{f.gpu} ({item.get('source')}, rule {f.rule})",
+            )
         )
-    if decided_at is not None:
-        escalated = f" (escalated from {item.get('class')})" if cls != item.get("class") else ""
-        summary = (item.get("plan") or {}).get("summary", "")
-        events.append(Event(rel(decided_at), node, "decision", f"{cls}{escalated}: {summary}"))
+    if f.decided_at is not None:
+        escalated = f" (escalated from {item.get('class')})" if f.cls != item.get("class") else ""
+        events.append(Event(rel(f.decided_at), f.node, "decision", f"{f.cls}{escalated}: {f.summary}"))
     return events
 
 
 def match_item(scenes: Iterable[Scene], item: dict[str, Any], rel: Rel) -> None:
     """The scene a firing fault answers: its alert and decision milestones, class and journal id."""
-    if item.get("status", "") != "firing":
+    f = _fault(item)
+    if not f.firing:
         return
-    node = item.get("node") or "?"
-    alert_at = parse_time(item.get("at"))
-    decided_at = parse_time((item.get("plan") or {}).get("decided_at"))
-    rule = item.get("rule", "")
-    xid = f" XID {item['xid']}" if item.get("xid") else ""
-    gpu = f" GPU {item['gpu']}" if item.get("gpu") is not None else ""
-    summary = (item.get("plan") or {}).get("summary", "")
-    cls = effective_class(item)
     for scene in scenes:
-        if scene.node != node or scene.signal is None or scene.decision is not None:
+        if scene.node != f.node or scene.signal is None or scene.decision is not None:
             continue
-        if cls not in scene.classes or alert_at is None or decided_at is None:
+        if f.cls not in scene.classes or f.alert_at is None or f.decided_at is None:
             continue
-        if rel(alert_at) < scene.signal - scene.slack_s:
+        if rel(f.alert_at) < scene.signal - scene.slack_s:
             continue  # an older fault on the same node
-        found = f"scored at risk{gpu} (model)" if cls == AT_RISK else f"{rule}{xid}{gpu}".strip()
-        scene.alert, scene.alert_text = rel(alert_at), found
-        scene.decision, scene.decision_text = rel(decided_at), summary
-        scene.fault_class = cls
+        found = f"scored at risk{f.gpu} (model)" if f.cls == AT_RISK else f"{f.rule}{f.xid}{f.gpu}".strip()
+        scene.alert, scene.alert_text = rel(f.alert_at), found
+        scene.decision, scene.decision_text = rel(f.decided_at), f.summary
+        scene.fault_class = f.cls
         scene.fault_id = int(item["id"])
 
 
