@@ -17,13 +17,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from app import explain as explaining
-from app import runtime
 from app.classify.classifier import Rules
 from app.config.settings import Settings, load_settings
 from app.domain import Signal
 from app.ingest import signals
 from app.kube import client as kube_client
+from app.service import explain as explaining
+from app.service import runtime
 
 
 def _setup_logging(level: str) -> None:

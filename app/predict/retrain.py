@@ -1,7 +1,7 @@
 """Retraining: a challenger trained on recent Prometheus history, promoted only if it beats the current model.
 
 `retrain` is the one path both `sickbay train --from-prometheus` and the service's weekly job
-(`app.retraining_job`) run:
+(`app.service.retraining_job`) run:
 
 1. read [now - window, now] from Prometheus (`prometheus.Reader`: one range query per metric for all
    GPUs, cut into chunks under Prometheus' point limit);

@@ -46,7 +46,7 @@ CREATE INDEX IF NOT EXISTS inbox_unattributed ON inbox (seq) WHERE node IS NULL;
 """
 
 
-# Rows Sickbay appends itself to look at a transient signal again (app/rechecks.py); payload: the Signal.
+# Rows Sickbay appends itself to look at a transient signal again (app/service/rechecks.py); payload: the Signal.
 RECHECK_SOURCE = "recheck"
 
 

@@ -1,7 +1,7 @@
 """The journal's re-check queue: transient signals to look at again while they fire.
 
 One row per firing (fingerprint and startsAt), durable, so a restart or a failover keeps re-checking; the
-re-check job (`app.rechecks`) moves due rows to the inbox.
+re-check job (`app.service.rechecks`) moves due rows to the inbox.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from app.agent.selfmetrics import AgentMetrics, create_metrics
 from app.agent.spool import Spool
 from app.agent.state import GpuStates
 from app.config.settings import load_settings
-from app.runtime import build_app
+from app.service.runtime import build_app
 from tests.agent.conftest import TOKEN, Receiver, eventually
 
 GPU = GpuIdentity(index=3, uuid="GPU-3", pci_bus_id="00000000:1B:00.0", model="NVIDIA H100 80GB HBM3")

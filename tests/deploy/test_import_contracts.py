@@ -87,8 +87,8 @@ CASES = [
             "kubernetes-only-in-kube",
         )
         for where, path in [
-            ("schedule", "app/schedule.py"),
-            ("api", "app/api.py"),
+            ("schedule", "app/service/schedule.py"),
+            ("api", "app/service/api.py"),
             ("predict", "app/predict/score.py"),
             ("sim", "app/sim/kubeapi/server.py"),
         ]
@@ -113,26 +113,37 @@ CASES = [
     # One for each contract the cases above leave untested.
     _case(
         "schedule-to-act",
-        "app/schedule.py",
+        "app/service/schedule.py",
         "from app.act import executor",
-        "app.schedule -> app.act.executor",
+        "app.service.schedule -> app.act.executor",
         "jobs-enqueue",
     ),
     _case(
         "apscheduler-outside-schedule",
-        "app/rechecks.py",
+        "app/service/rechecks.py",
         "import apscheduler",
-        "app.rechecks -> apscheduler",
+        "app.service.rechecks -> apscheduler",
         "one-scheduler",
     ),
     _case(
-        "sklearn-outside-predict", "app/api.py", "import sklearn", "app.api -> sklearn", "ml-only-in-predict"
+        "sklearn-outside-predict",
+        "app/service/api.py",
+        "import sklearn",
+        "app.service.api -> sklearn",
+        "ml-only-in-predict",
+    ),
+    _case(
+        "planning-to-status",
+        "app/service/planning.py",
+        "from app.service import status",
+        "app.service.planning -> app.service.status",
+        "service-layers",
     ),
     _case(
         "runtime-to-sim",
-        "app/runtime/__init__.py",
+        "app/service/runtime/__init__.py",
         "from app.sim import kubeapi",
-        "app.runtime -> app.sim.kubeapi",
+        "app.service.runtime -> app.sim.kubeapi",
         "layers",
         "no-sim-in-production",
     ),
@@ -244,6 +255,12 @@ def _layered(contract: configparser.SectionProxy) -> set[str]:
 def test_the_layers_name_every_top_level_module() -> None:
     listed = _layered(_contracts()["layers"])
     assert {f"app.{name}" for name in _modules(APP)} == listed
+
+
+def test_the_service_layers_name_every_module_of_service() -> None:
+    contract = _contracts()["service-layers"]
+    assert _lines(contract, "containers") == ["app.service"]
+    assert _modules(APP / "service") == _layered(contract)
 
 
 def test_the_predictor_layers_name_every_module_of_predict() -> None:

@@ -31,7 +31,7 @@ NAMESPACED = {
     ("coordination.k8s.io", "leases", "get"),
     ("coordination.k8s.io", "leases", "create"),
     ("coordination.k8s.io", "leases", "update"),
-    # patch_pod_labels: only the leader labelling its own pod (app/runtime/leadership.py `_label_own_pod`).
+    # patch_pod_labels: only the leader labelling its own pod (app/service/runtime/leadership.py `_label_own_pod`).
     ("", "pods", "patch"),
 }
 

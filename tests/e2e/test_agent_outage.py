@@ -17,7 +17,7 @@ from aiohttp import web
 from app.agent.main import run_agent
 from app.agent.settings import load_agent_settings
 from app.config.settings import load_settings
-from app.runtime import SERVICES, build_app
+from app.service.runtime import SERVICES, build_app
 from tests.agent.fake_pynvml import FakeNvml
 
 pytestmark = pytest.mark.slow

@@ -25,7 +25,7 @@ from kubernetes.aio import config as aconfig
 from app.config.settings import RULES_DIR, load_settings
 from app.kube import client as kube_client
 from app.kube.retries import RetryPolicy
-from app.runtime import SERVICES, Services, build_app
+from app.service.runtime import SERVICES, Services, build_app
 from app.sim.kubeapi import KubeApiServer
 from tests.payloads import alert, webhook
 

@@ -20,7 +20,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from app.config.settings import load_settings
-from app.runtime import build_app
+from app.service.runtime import build_app
 from app.sim.kubeapi import KubeApiServer
 from tests.integration.remediation_world import eventually, open_world
 from tests.payloads import alert, webhook

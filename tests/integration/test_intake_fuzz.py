@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.config.settings import load_settings
-from app.runtime import build_app
+from app.service.runtime import build_app
 from tests.payloads import alert, webhook
 
 TOKEN = "fuzz-token"

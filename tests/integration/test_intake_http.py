@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from app.config.settings import Settings, load_settings
-from app.runtime import SERVICES, build_app
+from app.service.runtime import SERVICES, build_app
 from app.store import deadletter
 from tests.payloads import alert, webhook
 

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from app.config.settings import RULES_DIR, load_settings
-from app.runtime import SERVICES, build_app
+from app.service.runtime import SERVICES, build_app
 from tests.payloads import alert, webhook
 
 MODELS = RULES_DIR.parent / "models"

@@ -18,14 +18,15 @@ from typing import Any
 import aiosqlite
 import pytest
 
-from app import domain, validation
+from app import domain
 from app.act.shadowing import ShadowKeeper
 from app.config import rules
 from app.config.settings import RULES_DIR, load_settings
 from app.decide import shadow
 from app.obs.metrics import create_metrics
 from app.predict import costs, fleetcheck, score, service
-from app.runtime import build_app
+from app.service import validation
+from app.service.runtime import build_app
 from app.store import journal
 from app.store.validation import ValidationLog
 from tests.integration.remediation_world import World, eventually, open_world

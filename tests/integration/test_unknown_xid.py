@@ -16,7 +16,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from app.config.settings import load_settings
-from app.runtime import SERVICES, build_app
+from app.service.runtime import SERVICES, build_app
 from tests.payloads import alert, webhook
 
 TOKEN = "s3cret-token"
@@ -57,7 +57,7 @@ def _unknown_xid_alert(fingerprint: str, *, node: str, minutes_ago: int, **label
 async def test_unknown_xid_is_classified_by_policy_counted_and_warned_once_per_node(
     client: TestClient[Any, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="app.pipeline")
+    caplog.set_level(logging.WARNING, logger="app.service.pipeline")
     await _deliver(
         client,
         _unknown_xid_alert("u1", node="gpu-node-1", minutes_ago=3),
@@ -92,7 +92,7 @@ async def test_unknown_xid_is_classified_by_policy_counted_and_warned_once_per_n
 async def test_a_resolved_unknown_xid_is_not_counted_again(
     client: TestClient[Any, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="app.pipeline")
+    caplog.set_level(logging.WARNING, logger="app.service.pipeline")
     firing = _unknown_xid_alert("r1", node="gpu-node-3", minutes_ago=5)
     await _deliver(client, firing)
     await _deliver(client, {**firing, "status": "resolved", "endsAt": _recent(1)})

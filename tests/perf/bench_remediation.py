@@ -32,7 +32,7 @@ from app.config.settings import RULES_DIR, load_settings
 from app.domain import NodePatch
 from app.kube import client as kube_client
 from app.kube.retries import RetryPolicy
-from app.runtime import SERVICES, build_app
+from app.service.runtime import SERVICES, build_app
 from tests.payloads import alert, webhook
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import yaml
 from app.config.settings import RULES_DIR, load_settings
 from app.decide import shadow
 from app.predict import dataset
-from app.runtime import SERVICES, build_app
+from app.service.runtime import SERVICES, build_app
 from tests.predict.conftest import SHIPPED_MODELS
 
 NODES = 4

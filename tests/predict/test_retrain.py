@@ -23,11 +23,12 @@ import pandas as pd
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app import cli, retraining_job
+from app import cli
 from app.config import rules
 from app.config.settings import RULES_DIR, PredictionSettings, load_settings
 from app.predict import dataset, history, prometheus, registry, retrain, split, train
-from app.runtime import SERVICES, build_app
+from app.service import retraining_job
+from app.service.runtime import SERVICES, build_app
 from app.store import journal
 from tests.predict.conftest import SHIPPED_MODELS, ModelFactory, with_card
 from tests.predict.fakeprom import DownClient, FrameClient

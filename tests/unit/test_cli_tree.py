@@ -149,7 +149,7 @@ HEAVY = (
     "app.sim.kubeapi",
     "app.demo.main",
     "app.demo.stack",
-    "app.runtime",
+    "app.service.runtime",
     "kubernetes",
     "aiohttp",
 )

@@ -8,8 +8,8 @@ import logging
 import pytest
 from prometheus_client import CollectorRegistry
 
-from app import schedule
 from app.obs.metrics import create_metrics
+from app.service import schedule
 
 
 async def test_a_failing_job_is_logged_counted_and_runs_again(caplog: pytest.LogCaptureFixture) -> None:

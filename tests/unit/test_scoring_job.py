@@ -14,7 +14,7 @@ from app import domain
 from app.config.settings import PredictionSettings
 from app.obs.metrics import create_metrics
 from app.predict import registry, score, service
-from app.scoring_job import SHIPPED_MODELS, Scoring
+from app.service.scoring_job import SHIPPED_MODELS, Scoring
 from app.store import inbox, journal
 
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)

@@ -1,9 +1,9 @@
 """The service's one scheduler (APScheduler): all periodic background work runs here, as named jobs.
 
-On every replica: risk scoring (`app.scoring_job`), the shadow-mode backtest (`app.validation`) and retraining
-(`app.retraining_job`), each of which checks leadership itself. On the leader only, registered when it starts
+On every replica: risk scoring (`app.service.scoring_job`), the shadow-mode backtest (`app.service.validation`) and retraining
+(`app.service.retraining_job`), each of which checks leadership itself. On the leader only, registered when it starts
 leading and cancelled when it stops: reconciliation, re-checks of transient signals and the catch-up with
-Alertmanager (`app.runtime`). Jobs enqueue work or run one pass of a reconciler; none owns a loop.
+Alertmanager (`app.service.runtime`). Jobs enqueue work or run one pass of a reconciler; none owns a loop.
 
 Every job runs at most once at a time and missed runs coalesce into one. A job that fails is logged and
 counted (`sickbay_job_failures_total{job}`) and simply runs again at its next time: no failure ends the

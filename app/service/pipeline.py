@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 import pydantic
 
-from app import backoff, planning
+from app import backoff
 from app.act.executor import Executor
 from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
@@ -28,6 +28,7 @@ from app.domain import Fault, FaultClass, Outcome, Plan, Signal, SignalSource
 from app.ingest import payloads, signals
 from app.kube import port
 from app.obs.metrics import Metrics
+from app.service import planning
 from app.store import codec
 from app.store.inbox import RECHECK_SOURCE, Inbox, Row, RowState
 from app.store.journal import Journal

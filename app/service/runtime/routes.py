@@ -1,7 +1,7 @@
 """The HTTP surface: routes, their handlers and the request-metrics middleware.
 
 Handlers are thin: each finds the part it needs in `Services` (503 while it is starting) and hands the
-request to `app.ingest.handlers` (the intake), `app.api` (the JSON API) or `app.status` (the page).
+request to `app.ingest.handlers` (the intake), `app.service.api` (the JSON API) or `app.service.status` (the page).
 Writes that change the service's behaviour (breaker reset, model validation) need the webhook's
 credentials.
 """
@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app import api, status
 from app.decide import footprint
 from app.ingest import auth, handlers
 from app.kube import errors as kube_errors
-from app.runtime.services import SERVICES, Services
+from app.service import api, status
+from app.service.runtime.services import SERVICES, Services
 from app.store import deadletter
 from app.store.journal import Journal
 

@@ -1,4 +1,4 @@
-"""The risk-scoring job, on the service's one scheduler (`app.schedule`): it enqueues signals, never acts.
+"""The risk-scoring job, on the service's one scheduler (`app.service.schedule`): it enqueues signals, never acts.
 
 Each cycle scores every GPU from Prometheus in a worker thread and turns level changes into `at-risk`
 signals in the inbox, where the pipeline handles them like any alert. A missing or corrupt model means
@@ -13,13 +13,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from app import schedule
 from app.config import rules
 from app.config.settings import PredictionSettings
 from app.obs.metrics import Metrics
 from app.predict import prometheus as predict_prometheus
 from app.predict import registry as predict_registry
 from app.predict import service as predict_service
+from app.service import schedule
 from app.store.inbox import Inbox, record_of
 from app.store.journal import Journal
 

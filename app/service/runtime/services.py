@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from app import pipeline, schedule
 from app.act.gatekeeper import GateKeeper
 from app.act.reconcile import Reconciler
 from app.act.shadowing import ShadowKeeper
@@ -23,10 +22,11 @@ from app.config import rules
 from app.config.settings import Settings
 from app.kube import port
 from app.obs.metrics import Metrics
+from app.service import pipeline, schedule
 from app.store import deadletter, inbox, journal
 
 if TYPE_CHECKING:
-    from app import retraining_job, scoring_job, validation
+    from app.service import retraining_job, scoring_job, validation
 
 Clock = Callable[[], datetime]
 

@@ -29,11 +29,11 @@ from typing import Any
 from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from app import schedule
 from app.config.settings import PredictionSettings
 from app.predict import history as predict_history
 from app.predict import prometheus as predict_prometheus
 from app.predict import retrain as predict_retrain
+from app.service import schedule
 
 log = logging.getLogger(__name__)
 

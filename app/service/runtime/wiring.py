@@ -13,7 +13,6 @@ from pathlib import Path
 
 from aiohttp import web
 
-from app import pipeline, schedule
 from app.act.at_risk import AtRiskWriter
 from app.act.drain import Drainer
 from app.act.executor import Executor
@@ -31,7 +30,8 @@ from app.ingest import signals
 from app.kube import client as kube_client
 from app.kube import port
 from app.kube.retries import RetryPolicy
-from app.runtime.services import SERVICES, Services
+from app.service import pipeline, schedule
+from app.service.runtime.services import SERVICES, Services
 from app.store import deadletter
 from app.store.inbox import Inbox, record_of
 from app.store.inbox import connect as connect_journal_db

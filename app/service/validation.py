@@ -22,7 +22,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from app import schedule
 from app.act.shadowing import ShadowKeeper
 from app.config import rules
 from app.config.settings import PredictionSettings
@@ -34,6 +33,7 @@ from app.predict import history as predict_history
 from app.predict import prometheus as predict_prometheus
 from app.predict import registry as predict_registry
 from app.predict import retrain as predict_retrain
+from app.service import schedule
 
 log = logging.getLogger(__name__)
 JOB_ID = "predict-validate"

@@ -14,12 +14,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from app import alertsync, backoff, rechecks
+from app import backoff
 from app.ingest import signals
 from app.kube import client as kube_client
 from app.kube import errors as kube_errors
 from app.kube import leader as kube_leader
-from app.runtime.services import SERVICES, Services
+from app.service import alertsync, rechecks
+from app.service.runtime.services import SERVICES, Services
 
 log = logging.getLogger(__name__)
 _RESTART = backoff.Backoff(base=1.0, cap=60.0)  # a crashed inbox consumer restarts after 1 s, 2 s, … 60 s

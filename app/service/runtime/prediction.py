@@ -19,10 +19,10 @@ from aiohttp import web
 
 from app.decide import gates, shadow
 from app.domain import RiskLevel
-from app.runtime.services import SERVICES, Services
+from app.service.runtime.services import SERVICES, Services
 
 if TYPE_CHECKING:
-    from app import retraining_job, scoring_job, validation
+    from app.service import retraining_job, scoring_job, validation
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ async def _start_prediction(services: Services) -> None:
     assert services.inbox is not None
     try:
         # In a worker thread: an import this heavy would stall the event loop that serves alerts.
-        scoring_module = await asyncio.to_thread(importlib.import_module, "app.scoring_job")
+        scoring_module = await asyncio.to_thread(importlib.import_module, "app.service.scoring_job")
         scorer: scoring_job.Scoring = scoring_module.Scoring(
             services.settings.prediction,
             inbox=services.inbox,
@@ -106,7 +106,7 @@ async def _start_validation(services: Services, scoring: scoring_job.Scoring) ->
     if not settings.validate_enabled or not settings.prometheus_url or services.shadow is None:
         return None
     try:
-        validating = await asyncio.to_thread(importlib.import_module, "app.validation")
+        validating = await asyncio.to_thread(importlib.import_module, "app.service.validation")
         job: validation.Validation = validating.Validation(
             settings,
             keeper=services.shadow,
@@ -133,7 +133,7 @@ async def _start_retraining(
     if not settings.retrain_enabled or not settings.prometheus_url:
         return None
     try:
-        training = await asyncio.to_thread(importlib.import_module, "app.retraining_job")
+        training = await asyncio.to_thread(importlib.import_module, "app.service.retraining_job")
         job: retraining_job.Retraining = training.Retraining(
             settings,
             catalog=services.rules.catalog,

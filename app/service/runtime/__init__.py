@@ -2,7 +2,7 @@
 
 Composition only: the inbox, journal, Kubernetes client, actuators, pipeline and reconciler are created
 here and handed to each other. Periodic background work runs as jobs on the one scheduler
-(`app.schedule`), the inbox consumer as a guarded task; both inside a `cleanup_ctx`, so shutdown cancels
+(`app.service.schedule`), the inbox consumer as a guarded task; both inside a `cleanup_ctx`, so shutdown cancels
 and awaits them. Only the leader consumes the inbox and reconciles; every replica
 serves health and metrics. Reads no argv or environment (that is `cli`'s job).
 
@@ -19,8 +19,8 @@ from aiohttp import web
 from app.config.settings import Settings
 from app.kube import port
 from app.obs.metrics import Metrics, create_metrics
-from app.runtime import leadership, prediction, routes, wiring
-from app.runtime.services import SERVICES, Clock, Services, load_rules, utc_now
+from app.service.runtime import leadership, prediction, routes, wiring
+from app.service.runtime.services import SERVICES, Clock, Services, load_rules, utc_now
 
 __all__ = ["SERVICES", "Services", "build_app", "load_rules", "utc_now"]
 

@@ -10,11 +10,11 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from app import planning
 from app.classify import classifier
 from app.domain import Fault, Plan, Signal
 from app.ingest import bodies, payloads, signals
 from app.kube import port
+from app.service import planning
 from app.store import codec
 
 

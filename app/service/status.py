@@ -14,9 +14,9 @@ from typing import Any
 
 from app import templates
 from app.act.gatekeeper import GateKeeper
-from app.api import breaker_view, node_view, unattributed_view
 from app.decide import footprint
 from app.domain import NodeState
+from app.service.api import breaker_view, node_view, unattributed_view
 from app.store import deadletter, inbox
 from app.store.faults import Entry
 
