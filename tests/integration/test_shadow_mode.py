@@ -166,7 +166,7 @@ async def test_the_standing_survives_a_restart_and_a_new_version_starts_in_shado
 
     async def keeper(db: aiosqlite.Connection) -> ShadowKeeper:
         made = ShadowKeeper(
-            book=await ValidationLog.open(db),
+            validation_log=await ValidationLog.open(db),
             journal=await journal.Journal.open(db),
             policy=policy,
             fleet="f",

@@ -66,7 +66,7 @@ async def open_storage(app: web.Application) -> AsyncIterator[None]:
     journal_db = await connect_journal_db(path, durable=False)
     services.inbox, services.journal = inbox, await Journal.open(journal_db, write_lock=write_lock)
     services.shadow = ShadowKeeper(
-        book=await ValidationLog.open(journal_db, write_lock=write_lock),
+        validation_log=await ValidationLog.open(journal_db, write_lock=write_lock),
         journal=services.journal,
         policy=services.rules.policy,
         fleet=settings.prediction.fleet,
