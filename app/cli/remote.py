@@ -57,6 +57,7 @@ def model(args: argparse.Namespace) -> int:
         print(f"backtest not run: {state['problem']}")
     return 0 if args.action != "validate" or state["mode"] == "acting" else 3
 
+
 OPERATOR_TOKEN_ENV = "SICKBAY_AUTH__OPERATOR__TOKEN"  # noqa: S105 - the variable's name, not a secret
 
 

@@ -274,7 +274,10 @@ def test_each_caller_has_its_own_credential(overlay: str) -> None:
     assert source["serviceAccountToken"]["audience"] == settings["auth"]["agents"]["audience"]
     assert source["serviceAccountToken"]["path"] == "token"
     account = support.pod_spec(agent)["serviceAccountName"]
-    assert settings["auth"]["agents"]["service_account"] == f"system:serviceaccount:{support.NAMESPACE}:{account}"
+    assert (
+        settings["auth"]["agents"]["service_account"]
+        == f"system:serviceaccount:{support.NAMESPACE}:{account}"
+    )
     agent_env = support.env_of(support.container(agent, "agent"))
     assert agent_env["SICKBAY_AGENT_TOKEN_FILE"]["value"] == "/var/run/secrets/sickbay/token"
     # The read routes need credentials in the prometheus-operator overlay only (off by default).

@@ -22,8 +22,8 @@ from tests.payloads import alert, webhook
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 # Each caller its own credential (issue 16): the agents' static token (no cluster here) and the operators'.
-AGENT_TOKEN = "agent-token"  # noqa: S105 - a test credential
-OPERATOR_TOKEN = "operator-token"  # noqa: S105 - a test credential
+AGENT_TOKEN = "agent-token"
+OPERATOR_TOKEN = "operator-token"
 AGENT = {"Authorization": f"Bearer {AGENT_TOKEN}"}
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
