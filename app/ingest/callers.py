@@ -13,7 +13,7 @@
 
 `auth.mode: none` turns every check off, as it always has. A credential of another caller is 403 (it is
 known, it is not allowed this); none or an unknown one is 401; a review the API server cannot answer now is
-503 (retry), never an acceptance. Verdicts of the API server are cached (`verdicts`). No HTTP here: the
+503 (retry), never an acceptance. The API server's verdicts on tokens it knows are cached (`verdicts`). No HTTP here: the
 routes and the intake handlers turn `Refused` into their JSON answers.
 """
 
@@ -161,7 +161,8 @@ class Callers:
         cached = self._agents.get(key)
         if cached is None:
             cached = await self._review_agent(token)
-            self._agents.put(key, cached)
+            if _worth_keeping(cached):
+                self._agents.put(key, cached)
         if isinstance(cached, Refused):
             raise cached
         return cached
@@ -252,7 +253,8 @@ class Callers:
         cached = self._operators.get(key)
         if cached is None:
             cached = await self._review_operator(token, verb=verb, resource=resource)
-            self._operators.put(key, cached)
+            if _worth_keeping(cached):
+                self._operators.put(key, cached)
         if isinstance(cached, Refused):
             raise cached
         return cached
@@ -279,6 +281,13 @@ class Callers:
             why = f" ({access.reason})" if access.reason else ""
             return _forbidden(f"RBAC does not allow {review.user.username!r} to {what}{why}")
         return Caller(role="operator" if verb == "update" else "reader", name=review.user.username)
+
+
+def _worth_keeping(verdict: Caller | Refused) -> bool:
+    """Verdicts on tokens the API server knows are cached; an unknown token's 401 is not, so a flood of
+    made-up tokens cannot push the agents' verdicts out of the bounded cache (it meets the reviews' own
+    rate limit in `app.kube` instead)."""
+    return not (isinstance(verdict, Refused) and verdict.status == 401)
 
 
 def foreign_nodes(caller: Caller, events: list[object]) -> list[str]:

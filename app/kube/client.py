@@ -35,7 +35,7 @@ from app.kube.port import EventSpec, KubePort, ReviewPort
 from app.kube.ratelimit import Clock, Sleep, TokenBucket, loop_clock
 from app.kube.responses import JsonObj
 from app.kube.retries import RetryPolicy
-from app.kube.reviews import ReviewCalls
+from app.kube.reviews import REVIEW_BURST, REVIEW_QPS, REVIEW_RETRY, ReviewCalls
 from app.kube.transport import Transport
 
 LIST_PAGE_SIZE = 500
@@ -71,7 +71,12 @@ class KubeClient:
         self._pods = PodCalls(self.transport, gpu_resources=gpu_resources, page_size=page_size)
         self._events = EventCalls(self.transport, instance=instance or socket.gethostname(), now=now)
         self._custom = CustomObjectCalls(self.transport, plurals=plurals or {})
-        self._reviews = ReviewCalls(self.transport)
+        # Reviews of callers' tokens pace on a bucket of their own: a flood of made-up tokens then costs the
+        # API server a bounded rate and never delays a quarantine or an eviction.
+        self.review_transport = Transport(
+            api, qps=REVIEW_QPS, burst=REVIEW_BURST, retry=REVIEW_RETRY, clock=clock, sleep=sleep, rand=rand
+        )
+        self._reviews = ReviewCalls(self.review_transport)
 
     @property
     def api(self) -> k8s.ApiClient:

@@ -4,8 +4,10 @@
 another audience (the API server's own, say) is not authenticated; `review_access` sends
 `authorization.k8s.io/v1` SubjectAccessReview for a user's resource attributes; `pod_node` reads one
 pod's `spec.nodeName` (for a pod-bound token from a cluster older than 1.30, whose user carries no node).
-Each is one short, paced call with a single retry: a caller waits on it, so the API server being down
-becomes `UnavailableError` in seconds, not after the remediation path's long backoff. It decides nothing.
+Each is one short call with a single retry, paced on a bucket of its own (see `KubeClient`): a caller
+waits on it, so the API server being down becomes `UnavailableError` in seconds, not after the
+remediation path's long backoff, and a flood of made-up tokens never spends remediation's budget. It
+decides nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from app.kube.transport import Transport
 
 # One retry, short attempts: the request being authenticated is waiting.
 REVIEW_RETRY = RetryPolicy(attempts=2, base=0.1, cap=0.5, timeout=3.0)
+# The reviews' own pacing (`KubeClient` gives them a bucket apart from remediation's): verdicts are cached,
+# so a fleet of agents needs about one review per agent per cache TTL (1,000 agents, 60 s: 17/s).
+REVIEW_QPS = 20.0
+REVIEW_BURST = 40
 
 
 def _user(raw: Any) -> UserInfo | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 from kubernetes.aio import client as aclient
 from kubernetes.aio.client.exceptions import ApiException
@@ -126,6 +127,7 @@ async def test_the_kube_client_reviews_callers(sim: KubeApiServer, kube: KubeCli
         node=None,
         audience="sickbay",
     )
+    before = kube.attempts
     review = await kube.review_token("t2", audiences=("sickbay",))
     assert review.authenticated
     assert review.user is not None
@@ -145,6 +147,9 @@ async def test_the_kube_client_reviews_callers(sim: KubeApiServer, kube: KubeCli
         dave, AccessRequest(verb="update", group="sickbay.io", resource="breakers")
     )
     assert not refused.allowed
+    # Reviews pace on a budget of their own: none of them spent remediation's.
+    assert kube.attempts == before
+    assert kube.review_transport.attempts == 6
 
 
 async def test_discovery_lists_the_reviews_as_create_only(
@@ -157,3 +162,21 @@ async def test_discovery_lists_the_reviews_as_create_only(
         resources = await aclient.CustomObjectsApi(api_client).get_api_resources(group, "v1")
         (entry,) = [r for r in resources.resources if r.name == plural]
         assert (entry.namespaced, entry.verbs) == (False, ["create"])
+
+
+async def test_tokens_and_grants_over_the_control_endpoints(sim: KubeApiServer, kube: KubeClient) -> None:
+    """`sickbay simulate kube-api` runs in another process: tests and the demo register over HTTP."""
+    tokens = [{"token": "t3", "username": "erin", "groups": ["oncall"], "audiences": ["sickbay"]}]
+    grants = [{"subject": "oncall", "verb": "update", "group": "sickbay.io", "resource": "models"}]
+    async with aiohttp.ClientSession() as session:
+        for path, body, answer in (("tokens", tokens, {"registered": 1}), ("grants", grants, {"granted": 1})):
+            async with session.post(f"{sim.url}/_sim/{path}", json=body) as response:
+                assert (response.status, await response.json()) == (200, answer)
+        async with session.post(f"{sim.url}/_sim/tokens", json=[{"username": "no token"}]) as response:
+            assert response.status == 400
+    review = await kube.review_token("t3", audiences=("sickbay",))
+    assert review.user == UserInfo(username="erin", groups=("oncall",))
+    access = await kube.review_access(
+        review.user, AccessRequest(verb="update", group="sickbay.io", resource="models")
+    )
+    assert access.allowed

@@ -160,6 +160,9 @@ async def test_tokens_that_are_not_an_agents_are_refused(world: World) -> None:
     status, body = await world.post_events("never-issued", "gpu-00")
     assert status == 401
     assert body["message"].startswith("the Kubernetes API did not accept the token for audience 'sickbay'")
+    # An unknown token's verdict is not cached (a flood of them cannot evict the agents'): asked again.
+    assert (await world.post_events("never-issued", "gpu-00"))[0] == 401
+    assert world.reviews() == 2
     # A real token of another ServiceAccount, even bound to a pod on the right node.
     world.sim.register_pod_token(
         "other-sa", namespace="sickbay", service_account="default", pod="p", node="gpu-00", audience="sickbay"

@@ -110,6 +110,12 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
     kube = services.kube
     if services.reviews is None and isinstance(kube, kube_client.KubeClient):
         services.reviews = kube
+    operator = settings.auth.operator
+    if settings.auth.mode != "none" and operator.token is None and not operator.kubernetes:
+        log.warning(
+            "no operator credential (auth.operator.token or auth.operator.kubernetes): breaker reset and model "
+            "validation are refused to everyone; the webhook's token may post alerts only"
+        )
     if services.reviews is not None:
         services.callers.reviewer = KubeReviewer(services.reviews)
     elif settings.auth.mode != "none" and settings.auth.agents.mode == "serviceaccount":
