@@ -77,6 +77,12 @@ class Refused(Exception):
     message: str
 
 
+def _no_bearer(header: str | None, whose: str) -> str:
+    if not header:
+        return f"missing Authorization header: expected {whose} Bearer token"
+    return f"expected {whose} Bearer token"
+
+
 def _unauthorized(message: str) -> Refused:
     return Refused(401, "unauthorized", message)
 
@@ -150,7 +156,7 @@ class Callers:
             raise _forbidden("the webhook's credentials may post alerts only, not agent events")
         token = auth.bearer_token(header)
         if token is None:
-            raise _unauthorized("missing Authorization header: expected the agent's Bearer token")
+            raise _unauthorized(_no_bearer(header, "the agent's"))
         if agents.mode == "token":
             if auth.matches(token, agents.token, agents.previous_token):
                 return Caller(role="agent", name="agent-token")
@@ -234,7 +240,7 @@ class Callers:
             raise _forbidden(f"the webhook's credentials may post alerts only, not {what}")
         token = auth.bearer_token(header)
         if token is None:
-            raise _unauthorized("missing Authorization header: expected an operator's Bearer token")
+            raise _unauthorized(_no_bearer(header, "an operator's"))
         if auth.matches(token, s.operator.token, s.operator.previous_token):
             return Caller(role="operator", name="operator-token")
         if accept_reader and auth.matches(token, s.reads.token):
