@@ -193,6 +193,12 @@ async def test_the_api_server_down_during_a_review_is_503_never_an_acceptance(wo
     )
     assert body["message"].endswith("; retry")
     assert await world.rows() == 0
+    # An operator by RBAC alike: no SubjectAccessReview can be asked without the TokenReview.
+    world.sim.register_token("alice-token", "alice")
+    world.sim.grant("alice", "update", "sickbay.io", "breakers")
+    reset = await world.client.post("/api/v1/breaker/reset", headers=_bearer("alice-token"))
+    assert reset.status == 503
+    assert (await reset.json())["message"].startswith("cannot check the operator with the Kubernetes API")
     # Not cached: once the API server answers again, the agent's retry goes through.
     world.sim.configure_faults(None)
     assert (await world.post_events(token, "gpu-00"))[0] == 200
