@@ -20,6 +20,7 @@ from app.act.shadowing import ShadowKeeper
 from app.classify import classifier
 from app.config import rules
 from app.config.settings import Settings
+from app.ingest import callers as callers_mod
 from app.kube import port
 from app.obs.metrics import Metrics
 from app.service import pipeline, schedule
@@ -42,12 +43,16 @@ class Services:
     settings: Settings
     metrics: Metrics
     rules: classifier.Rules
+    # Who may call what; its reviewer is set once the cluster client exists (`wiring.connect_cluster`).
+    callers: callers_mod.Callers
     clock: Clock = utc_now
     inbox: inbox.Inbox | None = None
     dead_letters: deadletter.DeadLetters | None = None
     journal: journal.Journal | None = None
     pipeline: pipeline.Pipeline | None = None
     kube: port.KubePort | None = None
+    # TokenReview and SubjectAccessReview: the real client's, or a test's.
+    reviews: port.ReviewPort | None = None
     gates: GateKeeper | None = None
     reconciler: Reconciler | None = None
     scheduler: schedule.Scheduler | None = None

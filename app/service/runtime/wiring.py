@@ -31,6 +31,7 @@ from app.kube import client as kube_client
 from app.kube import port
 from app.kube.retries import RetryPolicy
 from app.service import pipeline, schedule
+from app.service.runtime.reviewing import KubeReviewer
 from app.service.runtime.services import SERVICES, Services
 from app.store import deadletter
 from app.store.inbox import Inbox, record_of
@@ -107,6 +108,21 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
         )
         services.kube = own_client
     kube = services.kube
+    if services.reviews is None and isinstance(kube, kube_client.KubeClient):
+        services.reviews = kube
+    operator = settings.auth.operator
+    if settings.auth.mode != "none" and operator.token is None and not operator.kubernetes:
+        log.warning(
+            "no operator credential (auth.operator.token or auth.operator.kubernetes): breaker reset and model "
+            "validation are refused to everyone; the webhook's token may post alerts only"
+        )
+    if services.reviews is not None:
+        services.callers.reviewer = KubeReviewer(services.reviews)
+    elif settings.auth.mode != "none" and settings.auth.agents.mode == "serviceaccount":
+        log.warning(
+            "auth.agents.mode is 'serviceaccount' but there is no Kubernetes connection to verify agent "
+            "tokens with: agent events will be answered 503 until kube.enabled is set (or auth.agents.mode)"
+        )
     executor: Executor | None = None
     drainer: Drainer | None = None
     restarter: Restarter | None = None
@@ -135,6 +151,7 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        services.callers.reviewer = None
         if drainer is not None:
             await drainer.stop()
         if writer is not None:
