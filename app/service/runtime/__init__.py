@@ -18,6 +18,7 @@ from aiohttp import web
 
 from app.config.settings import Settings
 from app.kube import port
+from app.obs import logs
 from app.obs.metrics import Metrics, create_metrics
 from app.service.runtime import leadership, prediction, routes, wiring
 from app.service.runtime.services import SERVICES, Clock, Services, load_rules, utc_now
@@ -43,6 +44,8 @@ def build_app(
     # Our own size check streams the body and answers 413 with JSON; aiohttp's limit must not pre-empt it.
     app = web.Application(client_max_size=settings.max_body_bytes * 2, middlewares=[routes.observe])
     app[SERVICES] = services
+    # A request aiohttp's parser refuses never reaches a handler: its log line is tamed here.
+    logs.refuse_quietly(settings.log)
     app.cleanup_ctx.append(wiring.run_scheduler)
     app.cleanup_ctx.append(wiring.open_storage)
     app.cleanup_ctx.append(wiring.connect_cluster)
