@@ -17,6 +17,7 @@ from app.act.gatekeeper import GateKeeper
 from app.act.shadowing import ShadowKeeper
 from app.decide import footprint
 from app.domain import NodeState
+from app.ingest import bodies
 from app.kube import errors, port
 from app.store import deadletter, inbox
 from app.store.journal import Journal
@@ -225,6 +226,11 @@ async def _body(request: web.Request) -> dict[str, Any]:
         return {}
     try:
         data = await request.json()
+    except web.RequestPayloadError:
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": "unreadable_body", "message": bodies.UNREADABLE}),
+            content_type="application/json",
+        ) from None
     except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
         raise web.HTTPBadRequest(
             text='{"error": "bad_json", "message": "the body must be a JSON object"}',

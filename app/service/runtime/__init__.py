@@ -20,7 +20,7 @@ from app.config.settings import Settings
 from app.kube import port
 from app.obs import logs
 from app.obs.metrics import Metrics, create_metrics
-from app.service.runtime import leadership, prediction, routes, wiring
+from app.service.runtime import fallback, leadership, prediction, routes, wiring
 from app.service.runtime.services import SERVICES, Clock, Services, load_rules, utc_now
 
 __all__ = ["SERVICES", "Services", "build_app", "load_rules", "utc_now"]
@@ -52,4 +52,5 @@ def build_app(
     app.cleanup_ctx.append(leadership.lead_when_elected)
     app.cleanup_ctx.append(prediction.start_prediction_in_background)
     routes.add_routes(app)
+    fallback.add_fallback(app)  # last: it matches whatever no route above did
     return app
