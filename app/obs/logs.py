@@ -27,7 +27,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from aiohttp import http_exceptions
+from aiohttp import http_exceptions, web_protocol
 
 from app.config.settings import LogSettings
 
@@ -132,7 +132,7 @@ class RejectedRequests(logging.Filter):
 
     aiohttp's `RequestHandler.handle_error` logs `"Error handling request from %s"` with the parser's
     `HttpProcessingError` (BadHttpMessage, LineTooLong, ...) as `exc_info`, whose text quotes the raw
-    header. Here that record is rewritten to the status, the first line of the parser's reason (its own
+    header; after answering, it logs a body it could not drain (`_refusal`) as "Unhandled exception". Here that record is rewritten to the status, the first line of the parser's reason (its own
     words, not the request's bytes, cut and escaped anyway) and the peer; beyond the rate the records are
     dropped and counted, and the next line written says how many. Any other record passes unchanged:
     a handler's own exception (a bug) keeps its traceback.
@@ -151,7 +151,8 @@ class RejectedRequests(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if not isinstance(exc, http_exceptions.HttpProcessingError):
+        refusal = _refusal(exc)
+        if refusal is None:
             return True
         with self._lock:
             self.refused += 1
@@ -161,11 +162,11 @@ class RejectedRequests(logging.Filter):
             suppressed, self.suppressed = self.suppressed, 0
         args = record.args if isinstance(record.args, tuple) else ()
         peer = str(args[0]) if len(args) == 1 else "unknown"
-        reason = (exc.message.splitlines() or [""])[0].strip().rstrip(":")
+        code, reason = refusal
         record.msg = "refused a malformed HTTP request from %s: %d %s%s"
         record.args = (
             peer,
-            exc.code,
+            code,
             escape(clip(reason, 120)),
             f" ({suppressed} more refused since the last such line)" if suppressed else "",
         )
@@ -183,6 +184,27 @@ class RejectedRequests(logging.Filter):
             return False
         self._tokens -= 1.0
         return True
+
+
+def _refusal(exc: BaseException | None) -> tuple[int, str] | None:
+    """(status, reason) when `exc` is aiohttp refusing the peer's bytes; None for anything else.
+
+    `HttpProcessingError`: the parser refused the request line, a header or the framing. A
+    `RequestPayloadError` logged by aiohttp itself is a body it could not decode while draining it after
+    the answer (a `Content-Encoding: gzip` body that is not gzip): "Unhandled exception", by default.
+    """
+    if isinstance(exc, web_protocol.RequestPayloadError):
+        cause = exc.__cause__
+        if isinstance(cause, http_exceptions.HttpProcessingError):
+            return cause.code, _first_line(cause.message) or "unreadable body"
+        return 400, "unreadable body"
+    if isinstance(exc, http_exceptions.HttpProcessingError):
+        return exc.code, _first_line(exc.message)
+    return None
+
+
+def _first_line(text: str) -> str:
+    return (text.splitlines() or [""])[0].strip().rstrip(":")
 
 
 def refuse_quietly(settings: LogSettings, *, logger: str = SERVER_LOGGER) -> RejectedRequests:

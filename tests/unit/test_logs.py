@@ -10,7 +10,7 @@ import logging
 import sys
 
 import pytest
-from aiohttp import http_exceptions
+from aiohttp import http_exceptions, web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -175,6 +175,20 @@ def test_malformed_requests_beyond_the_rate_are_dropped_and_counted_on_the_next_
     assert rejected.filter(rec)
     assert rec.getMessage().endswith("(995 more refused since the last such line)")
     assert rejected.suppressed == 0
+
+
+def test_a_body_aiohttp_could_not_drain_is_one_line_too() -> None:
+    # After answering, aiohttp drains the unread body; a gzip body that is not gzip fails there and is
+    # logged as "Unhandled exception" with the payload error (caused by the parser's) as exc_info.
+    exc = web.RequestPayloadError("400, message:\n  Can not decode content-encoding: gzip")
+    exc.__cause__ = http_exceptions.ContentEncodingError("Can not decode content-encoding: gzip")
+    rec = server_record(raised(exc))
+    rec.msg, rec.args = "Unhandled exception", ()
+    assert logs.RejectedRequests(per_second=5, clock=Ticks()).filter(rec)
+    assert rec.exc_info is None
+    assert rec.getMessage() == (
+        "refused a malformed HTTP request from unknown: 400 Can not decode content-encoding: gzip"
+    )
 
 
 def test_a_handlers_own_exception_keeps_its_traceback() -> None:
