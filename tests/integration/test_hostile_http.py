@@ -311,3 +311,30 @@ def test_a_malformed_request_is_one_warning_line_and_a_flood_is_rate_limited(
     assert all(r.levelno == logging.WARNING and "\n" not in r.getMessage() for r in lines)
     # The bucket holds 5 lines and refills at 5 a second: never more than that were written.
     assert len(lines) <= 5 + 5 * elapsed + 1
+
+
+FORGED = "\n2026-01-01 00:00:00,000 CRITICAL app.act: breaker reset \x1b[2J\u202e"
+
+
+def test_hostile_labels_through_the_webhook_cannot_forge_a_log_line(
+    server: Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.clear()
+    unattributed = alert(fingerprint="f0rged01", alertname="GpuXid" + FORGED, namespace="ml" + FORGED)
+    unattributed["labels"].pop("node")
+    body = webhook(unattributed, alert(fingerprint="f0rged02", node="gpu-a-00\n" + FORGED))
+    body["groupKey"] = "{}:{alertname=" + FORGED + "}"
+    body["truncatedAlerts"] = 2  # logged with the group key
+    sent = request(
+        "POST", "/api/v1/alerts", [auth(), (b"Content-Type", b"application/json")], json.dumps(body).encode()
+    )
+    assert raw(server.port, sent) == 200
+    logged = [r for r in caplog.records if "CRITICAL" in r.getMessage()]
+    assert len(logged) >= 3  # the truncation, the refused node, the unattributed alert
+    for rec in logged:
+        text = logs.TextFormatter().format(rec)
+        assert len(text.splitlines()) == 1, text
+        assert "\x1b" not in text
+        assert "\u202e" not in text
+        parsed = json.loads(logs.JsonFormatter().format(rec))
+        assert parsed["msg"] == rec.getMessage()
