@@ -13,8 +13,9 @@ import re
 
 # k8s.io/apimachinery/pkg/util/validation: IsDNS1123Subdomain, IsDNS1123Label.
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_SUBDOMAIN = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
-_DNS_LABEL = re.compile(rf"^{_LABEL}$")
+# Used with fullmatch: `$` would also match before a trailing newline, letting "gpu-a-00\n" through.
+_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+_DNS_LABEL = re.compile(_LABEL)
 SUBDOMAIN_MAX = 253
 LABEL_MAX = 63
 
@@ -25,7 +26,7 @@ def subdomain_problem(value: str) -> str | None:
         return f"{value!r} is a path segment, never a name"
     if len(value) > SUBDOMAIN_MAX:
         return f"{len(value)} characters; Kubernetes allows {SUBDOMAIN_MAX}"
-    if not _SUBDOMAIN.match(value):
+    if not _SUBDOMAIN.fullmatch(value):
         return f"{value!r} is not a lowercase RFC 1123 subdomain"
     return None
 
@@ -34,7 +35,7 @@ def label_problem(value: str) -> str | None:
     """Why `value` is not a valid namespace name, or None when it is."""
     if len(value) > LABEL_MAX:
         return f"{len(value)} characters; Kubernetes allows {LABEL_MAX}"
-    if not _DNS_LABEL.match(value):
+    if not _DNS_LABEL.fullmatch(value):
         return f"{value!r} is not a lowercase RFC 1123 label"
     return None
 

@@ -22,6 +22,8 @@ from app.agent import nvml as nvml_port
 from app.agent.agent import Agent
 from app.agent.settings import AgentSettings, load_agent_settings
 from app.config.errors import ConfigError
+from app.config.settings import LogSettings
+from app.obs import logs
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +104,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"sickbay agent: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
+        # The service's text format: pod names and driver messages are escaped, one record one line.
+        logs.setup(LogSettings(), level=settings.log_level)
     return asyncio.run(run_agent(settings))

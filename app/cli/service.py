@@ -22,16 +22,9 @@ from app.config.settings import Settings, load_settings
 from app.domain import Signal
 from app.ingest import signals
 from app.kube import client as kube_client
+from app.obs import logs
 from app.service import explain as explaining
 from app.service import runtime
-
-
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -48,7 +41,7 @@ def serve(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"kube": kube})
     if args.db:
         settings = settings.model_copy(update={"inbox": settings.inbox.model_copy(update={"path": args.db})})
-    _setup_logging(settings.log_level)
+    logs.setup(settings.log, level=settings.log_level)
     app = runtime.build_app(settings)
     web.run_app(
         app,

@@ -245,6 +245,23 @@ class PredictionSettings(BaseModel):
         return value
 
 
+class LogSettings(BaseModel):
+    """How the service writes its log. Values that came from outside are escaped in either format.
+
+    `text`: one line per record, control and bidi characters escaped, traceback lines marked `| `.
+    `json`: one JSON object per line (`ts`, `level`, `logger`, `msg`, `exc` when there is one).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["text", "json"] = "text"
+    # A message longer than this is cut (and says by how much): one 5,000-digit label is not 5 KB of log.
+    max_message_chars: int = Field(default=4096, ge=256)
+    # Malformed HTTP requests (aiohttp refuses them before any handler) are logged one line each, at
+    # most this many lines a second; the next line says how many were left out.
+    rejected_requests_per_s: float = Field(default=5.0, gt=0)
+
+
 class Settings(BaseSettings):
     """Everything `sickbay serve` needs to know at start. Policy and the XID catalog live in `rules/`."""
 
@@ -280,6 +297,7 @@ class Settings(BaseSettings):
     dry_run: bool = False
     pause: bool = False
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log: LogSettings = LogSettings()
 
     @classmethod
     def settings_customise_sources(

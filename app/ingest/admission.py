@@ -29,7 +29,8 @@ class Reason(StrEnum):
     """Why one item was refused: the `reason` of `sickbay_alerts_rejected_total` and of the list."""
 
     INVALID_SCHEMA = "invalid_schema"  # not an alert (event) of the format: a field missing or mistyped
-    INVALID_TIMESTAMP = "invalid_timestamp"  # a timestamp that is not an RFC 3339 string with an offset
+    # a timestamp that is not an RFC 3339 string with an offset, or lies outside the plausible range
+    INVALID_TIMESTAMP = "invalid_timestamp"
     INVALID_ALERT = "invalid_alert"  # well-formed, but its labels name something Sickbay must not act on
     INVALID_EVENT = "invalid_event"  # the same, for an agent event
 
@@ -68,6 +69,10 @@ def sort_items(items: Sequence[Any], *, field: str, admit: Admit, semantic: Reas
             records.append(admit(item, where))
         except pydantic.ValidationError as exc:
             refusals.append(_schema_refusal(exc, where=where, item=item))
+        except signals.TimestampError as exc:
+            refusals.append(
+                Refusal(where=exc.where, reason=Reason.INVALID_TIMESTAMP, message=exc.message, item=item)
+            )
         except signals.SignalError as exc:
             refusals.append(Refusal(where=exc.where, reason=semantic, message=exc.message, item=item))
     return Sorted(records=tuple(records), refusals=tuple(refusals), total=len(items))
@@ -90,7 +95,7 @@ def _schema_refusal(exc: pydantic.ValidationError, *, where: str, item: Any) -> 
 def alert_record(item: Any, where: str, *, keys: signals.NodeKeys, received_at: datetime) -> inbox.Record:
     """The hot path: validate what must be refused now, store the alert; the pipeline builds the Signal."""
     alert = payloads.AlertmanagerAlert.model_validate(item)
-    node = signals.admit_alert(alert, keys=keys, where=where)
+    node = signals.admit_alert(alert, keys=keys, where=where, now=received_at)
     return inbox.Record(
         source="alertmanager",
         fingerprint=alert.fingerprint,

@@ -1,14 +1,14 @@
 """Caller authentication as Alertmanager's `http_config` sends it: a bearer token or basic auth.
 
-Comparisons are constant-time and work on any bytes a header holds (aiohttp hands undecodable bytes on as
-surrogates). A request without valid credentials gets 401 and nothing is read beyond its headers. This is
+Comparisons are constant-time and take any text: aiohttp decodes header bytes that are not UTF-8 as lone
+surrogates (surrogateescape), which strict UTF-8 cannot encode, so a header of `\xff\xfe` must answer 401,
+never raise. A request without valid credentials gets 401 and nothing is read beyond its headers. This is
 the webhook's check; `app.ingest.callers` decides who else may call what.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import hmac
 from dataclasses import dataclass
 
@@ -23,15 +23,12 @@ class Verdict:
     problem: str = ""
 
 
-def _raw(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
-
-
 def _equal(given: str, expected: str) -> bool:
-    try:
-        return hmac.compare_digest(_raw(given), _raw(expected))
-    except UnicodeEncodeError:  # a lone surrogate that did not come from undecodable bytes
-        return False
+    # surrogatepass encodes every str, lone surrogates included; those become bytes (ED A0..BF ..) that
+    # no surrogate-free text encodes to, so a mangled header can never equal a configured secret.
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -69,7 +66,7 @@ def check(header: str | None, settings: AuthSettings) -> Verdict:
         return Verdict(ok=False, problem="expected Basic credentials")
     try:
         decoded = base64.b64decode(credentials.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+    except ValueError:  # binascii.Error, a str with non-ASCII characters, bad UTF-8: all ValueErrors
         return Verdict(ok=False, problem="malformed Basic credentials")
     user, _, password = decoded.partition(":")
     expected_password = settings.password.get_secret_value() if settings.password else ""

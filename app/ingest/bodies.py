@@ -14,6 +14,7 @@ from aiohttp import web
 
 _CHUNK = 64 * 1024
 _MAX_DETAILS = 20
+UNREADABLE = "the body could not be read as sent (its Content-Encoding or chunked framing is broken)"
 M = TypeVar("M", bound=pydantic.BaseModel)
 
 
@@ -40,7 +41,11 @@ async def read_limited(request: web.Request, *, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
-        chunk = await request.content.read(_CHUNK)
+        try:
+            chunk = await request.content.read(_CHUNK)
+        except web.RequestPayloadError:
+            # aiohttp could not decode what was sent (a gzip body that is not gzip, broken chunking).
+            raise Rejection(400, "unreadable_body", UNREADABLE) from None
         if not chunk:
             break
         size += len(chunk)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from app import kubenames
 from app.config import settings
@@ -20,6 +20,13 @@ GPU_LABELS = ("gpu", "gpu_index")
 UUID_LABELS = ("UUID", "uuid")
 # Alertmanager's "zero" endsAt for alerts that have not ended.
 _ZERO_YEAR = 1
+# The plausible range of a signal's time. Nothing Sickbay watches started before 2000, and a clock a day
+# ahead is a broken clock: either would poison the windows and backoffs computed from it (year 1 overflows
+# `datetime` arithmetic outright). An alert's end may lie ahead by its resolve timeout, never by a year.
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+AHEAD = timedelta(days=1)
+ENDS_AHEAD = timedelta(days=365)
+_ECHO = 40  # characters of a refused value quoted back in a refusal; the dead-letter list keeps it whole
 # Where an alert names the workload on its GPU, most trustworthy first (namespace, pod, container):
 # - exported_*: Prometheus renamed the exporter's own workload labels because the scrape target's labels
 #   took `pod`/`namespace`/`container` (honor_labels: false, prometheus-operator's default; Prometheus
@@ -43,6 +50,10 @@ class SignalError(ValueError):
         super().__init__(f"{where}: {message}")
         self.where = where
         self.message = message
+
+
+class TimestampError(SignalError):
+    """A well-formed timestamp outside the plausible range (`EARLIEST`, now + `AHEAD`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +115,48 @@ def _int_label(
         # isascii first: str.isdigit accepts other scripts' digits, and int() of thousands of digits is
         # slow or refused, so the length is bounded before converting.
         if not text.isascii() or not text.isdigit() or len(text) > len(str(top)):
-            raise SignalError(f"{where}.labels.{name}", f"{what} must be an integer 0..{top}, got {raw!r}")
+            raise SignalError(
+                f"{where}.labels.{name}", f"{what} must be an integer 0..{top}, got {_echo(raw)}"
+            )
         value = int(text)
         if value > top:
             raise SignalError(f"{where}.labels.{name}", f"{what} {value} is out of range (0..{top})")
         return value
     return None
+
+
+def _echo(value: str) -> str:
+    """`value` quoted for a message: repr'd, and cut, so a 5,000-character label is not sent back whole."""
+    return repr(value) if len(value) <= _ECHO else f"{value[:_ECHO]!r}... ({len(value)} characters)"
+
+
+def check_time(moment: datetime, *, now: datetime, where: str, ahead: timedelta = AHEAD) -> datetime:
+    """`moment` if it lies in [EARLIEST, now + ahead]; raises TimestampError otherwise.
+
+    Compares aware datetimes only (no arithmetic on `moment`), so even year 1 or 9999 with an offset,
+    which `astimezone` cannot convert, is refused rather than raised on.
+    """
+    if moment.tzinfo is None:
+        raise TimestampError(where, "timestamp has no UTC offset")
+    if moment < EARLIEST:
+        raise TimestampError(where, f"{moment.isoformat()} is before {EARLIEST.year}: not a plausible time")
+    if moment > now + ahead:
+        raise TimestampError(
+            where, f"{moment.isoformat()} is more than {_span(ahead)} ahead of this service's clock"
+        )
+    return moment
+
+
+def _span(delta: timedelta) -> str:
+    return f"{delta.days} day" + ("s" if delta.days != 1 else "")
+
+
+def check_alert_times(alert: payloads.AlertmanagerAlert, *, now: datetime, where: str) -> datetime | None:
+    """Refuse an implausible startsAt or endsAt; returns the end, None for Alertmanager's zero time."""
+    check_time(alert.starts_at, now=now, where=f"{where}.startsAt")
+    if alert.ends_at is None or alert.ends_at.year == _ZERO_YEAR:
+        return None
+    return check_time(alert.ends_at, now=now, where=f"{where}.endsAt", ahead=ENDS_AHEAD)
 
 
 def _first(labels: dict[str, str], names: Sequence[str]) -> str | None:
@@ -167,13 +214,17 @@ def _pod_ref(
     return PodRef(namespace=namespace, name=name, container=container)
 
 
-def admit_alert(alert: payloads.AlertmanagerAlert, *, keys: NodeKeys, where: str) -> str | None:
+def admit_alert(
+    alert: payloads.AlertmanagerAlert, *, keys: NodeKeys, where: str, now: datetime
+) -> str | None:
     """The checks `from_alert` makes, without building the Signal: what the webhook's hot path needs.
 
     Returns the node the alert is about; raises SignalError for a bad node name, XID, GPU index or pod
-    name (a pod or namespace label that is not a Kubernetes name is refused, never used in a URL).
+    name (a pod or namespace label that is not a Kubernetes name is refused, never used in a URL), and
+    TimestampError for a time outside the plausible range.
     """
     labels = alert.labels
+    check_alert_times(alert, now=now, where=where)
     node = find_node(labels, keys=keys, where=where)
     _int_label(labels, GPU_LABELS, where=where, what="GPU index", top=1023)
     _int_label(labels, XID_LABELS, where=where, what="XID", top=65535)
@@ -189,7 +240,7 @@ def from_alert(
     where: str = "alerts",
 ) -> Signal:
     labels = alert.labels
-    ends_at = alert.ends_at if alert.ends_at and alert.ends_at.year > _ZERO_YEAR else None
+    ends_at = check_alert_times(alert, now=received_at, where=where)
     pod, pod_label = find_pod(labels, exporters=keys.exporters, where=f"{where}.labels")
     return Signal(
         source=SignalSource.ALERTMANAGER,
@@ -212,6 +263,7 @@ def from_alert(
 
 def from_gpu_event(event: payloads.GpuEvent, *, received_at: datetime, where: str = "events") -> Signal:
     node = validate_node_name(event.node, where=f"{where}.node")
+    check_time(event.occurred_at, now=received_at, where=f"{where}.occurred_at")
     xid = event.xid
     if event.kind == "gpu-lost" and xid is None:
         xid = 79  # NVML's "GPU is lost" is the fallen-off-the-bus case; the agent reports it once.

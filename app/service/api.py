@@ -12,10 +12,12 @@ from typing import Any
 
 from aiohttp import web
 
+from app import kubenames
 from app.act.gatekeeper import GateKeeper
 from app.act.shadowing import ShadowKeeper
 from app.decide import footprint
 from app.domain import NodeState
+from app.ingest import bodies
 from app.kube import errors, port
 from app.store import deadletter, inbox
 from app.store.journal import Journal
@@ -144,6 +146,12 @@ async def nodes(request: web.Request, kube: port.KubePort | None) -> web.Respons
 
 async def node(request: web.Request, kube: port.KubePort | None, journal: Journal) -> web.Response:
     name = request.match_info["name"]
+    # Checked before any use: `..` would otherwise reach the API server as `/api/v1/nodes/..`, which
+    # clients and proxies collapse to `/api/v1/` (a 200 with a blank node).
+    if (problem := kubenames.subdomain_problem(name)) is not None:
+        return web.json_response(
+            {"error": "invalid_name", "message": f"not a Kubernetes node name: {problem}"}, status=400
+        )
     if kube is None:
         return web.json_response(
             {"error": "no_cluster", "message": "Kubernetes access is not configured"}, status=404
@@ -218,7 +226,12 @@ async def _body(request: web.Request) -> dict[str, Any]:
         return {}
     try:
         data = await request.json()
-    except ValueError:
+    except web.RequestPayloadError:
+        raise web.HTTPBadRequest(
+            text=json.dumps({"error": "unreadable_body", "message": bodies.UNREADABLE}),
+            content_type="application/json",
+        ) from None
+    except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser's stack
         raise web.HTTPBadRequest(
             text='{"error": "bad_json", "message": "the body must be a JSON object"}',
             content_type="application/json",

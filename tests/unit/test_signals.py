@@ -215,7 +215,7 @@ def test_pod_names_that_are_not_kubernetes_names_are_refused(labels: dict[str, s
         signal_of({"node": "n", **labels})
     assert caught.value.where == where
     with pytest.raises(signals.SignalError):
-        signals.admit_alert(alert({"node": "n", **labels}), keys=KEYS, where="alerts")
+        signals.admit_alert(alert({"node": "n", **labels}), keys=KEYS, where="alerts", now=RECEIVED)
 
 
 @pytest.mark.parametrize(

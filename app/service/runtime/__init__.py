@@ -19,8 +19,9 @@ from aiohttp import web
 from app.config.settings import Settings
 from app.ingest import callers
 from app.kube import port
+from app.obs import logs
 from app.obs.metrics import Metrics, create_metrics
-from app.service.runtime import leadership, prediction, routes, wiring
+from app.service.runtime import fallback, leadership, prediction, routes, wiring
 from app.service.runtime.services import SERVICES, Clock, Services, load_rules, utc_now
 
 __all__ = ["SERVICES", "Services", "build_app", "load_rules", "utc_now"]
@@ -48,10 +49,13 @@ def build_app(
     # Our own size check streams the body and answers 413 with JSON; aiohttp's limit must not pre-empt it.
     app = web.Application(client_max_size=settings.max_body_bytes * 2, middlewares=[routes.observe])
     app[SERVICES] = services
+    # A request aiohttp's parser refuses never reaches a handler: its log line is tamed here.
+    logs.refuse_quietly(settings.log)
     app.cleanup_ctx.append(wiring.run_scheduler)
     app.cleanup_ctx.append(wiring.open_storage)
     app.cleanup_ctx.append(wiring.connect_cluster)
     app.cleanup_ctx.append(leadership.lead_when_elected)
     app.cleanup_ctx.append(prediction.start_prediction_in_background)
     routes.add_routes(app)
+    fallback.add_fallback(app)  # last: it matches whatever no route above did
     return app

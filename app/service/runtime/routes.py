@@ -21,6 +21,7 @@ from app.decide import footprint
 from app.ingest import callers, handlers
 from app.kube import errors as kube_errors
 from app.service import api, status
+from app.service.runtime import fallback
 from app.service.runtime.services import SERVICES, Services
 from app.store import deadletter
 from app.store.journal import Journal
@@ -31,21 +32,28 @@ _STATUS_ROWS = 20  # refused and unattributed alerts listed on the status page
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/api/v1/alerts", _alerts)
-    app.router.add_post("/api/v1/gpu-events", _gpu_events)
-    app.router.add_get("/api/v1/actions", _read(_actions))
-    app.router.add_get("/api/v1/rejected", _read(_rejected))
-    app.router.add_get("/api/v1/nodes", _read(_nodes))
-    app.router.add_get("/api/v1/nodes/{name}", _read(_node))
-    app.router.add_get("/api/v1/breaker", _read(_breaker))
-    app.router.add_post("/api/v1/breaker/reset", _write(_breaker_reset, resource="breakers"))
-    app.router.add_get("/api/v1/model", _read(_model))
-    app.router.add_post("/api/v1/model/validate", _write(_model_validate, resource="models"))
-    app.router.add_post("/api/v1/model/shadow", _write(_model_shadow, resource="models"))
-    app.router.add_get("/", _read(_status_page))
-    app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/readyz", _readyz)
-    app.router.add_get("/metrics", _metrics)
+    # aiohttp's own Expect handler raises on a header that is not UTF-8 (a 500): see `fallback`.
+    app.router.add_post("/api/v1/alerts", _alerts, expect_handler=fallback.expect)
+    app.router.add_post("/api/v1/gpu-events", _gpu_events, expect_handler=fallback.expect)
+    app.router.add_get("/api/v1/actions", _read(_actions), expect_handler=fallback.expect)
+    app.router.add_get("/api/v1/rejected", _read(_rejected), expect_handler=fallback.expect)
+    app.router.add_get("/api/v1/nodes", _read(_nodes), expect_handler=fallback.expect)
+    app.router.add_get("/api/v1/nodes/{name}", _read(_node), expect_handler=fallback.expect)
+    app.router.add_get("/api/v1/breaker", _read(_breaker), expect_handler=fallback.expect)
+    app.router.add_post(
+        "/api/v1/breaker/reset", _write(_breaker_reset, resource="breakers"), expect_handler=fallback.expect
+    )
+    app.router.add_get("/api/v1/model", _read(_model), expect_handler=fallback.expect)
+    app.router.add_post(
+        "/api/v1/model/validate", _write(_model_validate, resource="models"), expect_handler=fallback.expect
+    )
+    app.router.add_post(
+        "/api/v1/model/shadow", _write(_model_shadow, resource="models"), expect_handler=fallback.expect
+    )
+    app.router.add_get("/", _read(_status_page), expect_handler=fallback.expect)
+    app.router.add_get("/healthz", _healthz, expect_handler=fallback.expect)
+    app.router.add_get("/readyz", _readyz, expect_handler=fallback.expect)
+    app.router.add_get("/metrics", _metrics, expect_handler=fallback.expect)
 
 
 def _intake(request: web.Request) -> handlers.Intake:
