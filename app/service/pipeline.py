@@ -1,8 +1,18 @@
-"""The single consumer: inbox → signal → classify → decide → journal (and, later, act).
+"""The single consumer: inbox → signal → classify → decide → journal → act.
 
-Rows are taken in inbox order. One node's rows are processed strictly in order, different nodes in
-parallel (bounded). A row is marked done only after its fault and plan are journaled, and journaling is
-idempotent per row, so a crash anywhere in between replays the row without double-counting it.
+Fatal first: every pending row of the fatal lane (what may be a hardware fault, `app.classify.lanes`) is
+taken before the next soft one. A soft row is started only while no fatal row waits, so a fatal row that
+arrives behind any soft backlog waits for the rows already in hand (one processing slot) and no more;
+a fatal row may overtake its node's pending soft rows, which is the point. Within a lane, rows are taken in
+inbox order: one node's strictly in order, different nodes in parallel (bounded).
+
+Poison rows go aside: a row that fails is retried with the one backoff (`app.backoff`), alone — the rows
+after it, of its node or any other, go on — and after `_MAX_ATTEMPTS` (or at once, when it can never be
+processed) it moves to the dead-letter list with its error, counted in
+`sickbay_inbox_dead_lettered_total`, and its inbox row is marked failed.
+
+A row is marked done only after its fault and plan are journaled, and journaling is idempotent per row, so
+a crash anywhere in between replays the row without double-counting it.
 """
 
 from __future__ import annotations
@@ -23,20 +33,26 @@ from app.act.executor import Executor
 from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
 from app.classify import classifier
+from app.classify.lanes import Lane
 from app.config.settings import PipelineSettings
 from app.domain import Fault, FaultClass, Outcome, Plan, Signal, SignalSource
 from app.ingest import payloads, signals
 from app.kube import port
 from app.obs.metrics import Metrics
 from app.service import planning
-from app.store import codec
+from app.store import codec, deadletter
 from app.store.inbox import RECHECK_SOURCE, Inbox, Row, RowState
 from app.store.journal import Journal
 
 log = logging.getLogger(__name__)
 _BATCH = 1000
+# A failed row is tried this many times in all, waiting 2 s, 4 s, … up to a minute between tries (about
+# three minutes: longer than an API server restart, after which the kube client's own retries have failed).
 _MAX_ATTEMPTS = 8
-_ROW_RETRY = backoff.Backoff(base=2.0, cap=60.0)  # a failed inbox row's node waits 2 s, 4 s, … up to a minute
+_ROW_RETRY = backoff.Backoff(base=2.0, cap=60.0)
+# Why a row went to the dead-letter list: the `reason` of the letter and of sickbay_inbox_dead_lettered_total.
+UNPROCESSABLE = "unprocessable"  # it no longer validates: no retry can help
+RETRIES_EXHAUSTED = "retries_exhausted"
 _CONTEXT_PER_GPU = 64  # recent signals kept per GPU; rules look at a handful within minutes
 _CONTEXT_GPUS = 50_000  # GPUs whose recent signals stay in memory; older ones reload from the journal
 _UNKNOWN_XIDS_WARNED = 10_000  # (node, XID) pairs remembered as warned; past it the oldest may warn again
@@ -72,6 +88,14 @@ class Processed:
     outcomes: tuple[Outcome, ...] = ()
 
 
+def _item(row: Row) -> object:
+    """What a dead letter keeps of a row: its stored JSON as a value (the alert, the event, the Signal)."""
+    try:
+        return json.loads(row.payload)
+    except ValueError:
+        return row.payload
+
+
 def signal_of(row: Row, *, keys: signals.NodeKeys) -> Signal:
     """Rebuild the Signal from a stored row with the same code the intake validated it with."""
     received_at = datetime.fromisoformat(row.received_at)
@@ -98,8 +122,12 @@ class Pipeline:
         executor: Executor | None = None,
         urgency: Urgency | None = None,
         shadow: ShadowKeeper | None = None,
+        dead_letters: deadletter.DeadLetters | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        timer: Callable[[], float] | None = None,
     ) -> None:
+        """`dead_letters`: where rows given up on go (without one they are only marked failed). `timer`:
+        monotonic seconds for retry waits, the event loop's clock unless a test passes its own."""
         self._urgency = urgency or Urgency()
         # The proactive ladder's standing per model version; without one (a bare pipeline) it acts.
         self._shadow = shadow
@@ -112,11 +140,12 @@ class Pipeline:
         self._keys = node_keys
         self._metrics = metrics
         self._clock = clock
+        self._timer = timer or (lambda: asyncio.get_running_loop().time())
+        self._dead_letters = dead_letters
         self._slots = asyncio.Semaphore(settings.node_concurrency)
-        self._retry_at: dict[str | None, float] = {}
-        self._recent: dict[tuple[str, int | None], deque[Signal]] = (
-            _RecentSignals()
-        )  # node → event-loop time before which it backs off
+        self._retry_at: dict[int, float] = {}  # inbox seq of a failed row → timer time before which it waits
+        self._fatal_retrying: set[int] = set()  # those of them in the fatal lane
+        self._recent: dict[tuple[str, int | None], deque[Signal]] = _RecentSignals()
         self._unknown_warned: dict[tuple[str | None, int], None] = {}
         self.processed = 0
 
@@ -133,51 +162,83 @@ class Pipeline:
                 self._inbox.arrived.clear()
 
     async def drain_once(self) -> int:
-        """Process every row pending now (except nodes backing off after an error); return how many."""
+        """Process every row pending now, the fatal lane first (rows waiting out a retry excepted); return
+        how many were taken."""
         taken = 0
-        after = 0
-        loop = asyncio.get_running_loop()
         while True:
-            rows = await self._inbox.pending(after_seq=after, limit=_BATCH)
-            if not rows:
+            # Cleared before the lane is read: a fatal row committed from here on is either read now or
+            # sets it again, so the soft lane yields to it.
+            self._inbox.fatal_arrived.clear()
+            taken += (await self._drain_lane(Lane.FATAL))[0]
+            soft, yielded = await self._drain_lane(Lane.SOFT)
+            taken += soft
+            if not yielded:
                 break
-            after = rows[-1].seq
-            by_node: dict[str | None, list[Row]] = defaultdict(list)
-            for row in rows:
-                if self._retry_at.get(row.node, 0.0) <= loop.time():
-                    by_node[row.node].append(row)
-            async with self._urgency.urgent():
-                await asyncio.gather(*(self._node_rows(node_rows) for node_rows in by_node.values()))
-            taken += sum(len(r) for r in by_node.values())
         self._metrics.inbox_depth.set(await self._inbox.depth())
         return taken
 
-    async def _node_rows(self, rows: Sequence[Row]) -> None:
-        """One node's rows, strictly in order; a row that fails stops its node's queue until it succeeds."""
+    async def _drain_lane(self, lane: Lane) -> tuple[int, bool]:
+        """One lane's pending rows, batch by batch; (rows taken, whether the soft lane yielded to a fatal row)."""
+        taken = 0
+        after = 0
+        seen: set[int] = set()
+        while True:
+            rows = await self._inbox.pending(after_seq=after, limit=_BATCH, lane=lane)
+            if not rows:
+                break
+            after = rows[-1].seq
+            seen.update(row.seq for row in rows)
+            now = self._timer()
+            by_node: dict[str | None, list[Row]] = defaultdict(list)
+            for row in rows:
+                if self._retry_at.get(row.seq, 0.0) <= now:
+                    by_node[row.node].append(row)
+            async with self._urgency.urgent():
+                counts = await asyncio.gather(*(self._node_rows(r, lane=lane) for r in by_node.values()))
+            taken += sum(counts)
+            if lane is Lane.SOFT and self._fatal_waiting():
+                return taken, True
+        if lane is Lane.FATAL:
+            self._fatal_retrying &= seen  # a row no longer pending (marked elsewhere) waits for nothing
+        return taken, False
+
+    def _fatal_waiting(self) -> bool:
+        """A fatal row is pending that the soft lane must yield to: a new one, or one whose retry is due."""
+        if self._inbox.fatal_arrived.is_set():
+            return True
+        now = self._timer()
+        return any(self._retry_at.get(seq, 0.0) <= now for seq in self._fatal_retrying)
+
+    async def _node_rows(self, rows: Sequence[Row], *, lane: Lane) -> int:
+        """One node's rows of one lane, in order; returns how many were taken. A soft row is started only
+        while no fatal row waits; a row that fails waits out its retry alone, the next rows go on."""
+        taken = 0
         async with self._slots:
             done: list[int] = []
             for row in rows:
+                if lane is Lane.SOFT and self._fatal_waiting():
+                    break  # the rest stay pending, for the next soft pass
+                taken += 1
                 try:
                     await self.process(row)
-                except StoredRowError as exc:  # cannot get better by retrying: keep it, visibly, as failed
-                    log.error("inbox row %d can never be processed: %s", row.seq, exc)
+                except StoredRowError as exc:  # cannot get better by retrying
                     self._metrics.pipeline_errors.inc()
-                    await self._inbox.mark([row.seq], RowState.FAILED, error=str(exc))
+                    await self._give_up(row, reason=UNPROCESSABLE, error=str(exc), lane=lane)
                     continue
-                except Exception as exc:  # a database or API hiccup: keep the row pending and retry it
-                    await self._retry_later(row, exc)
-                    break
+                except Exception as exc:  # a database or API hiccup, or a poison row: retry it, alone
+                    await self._retry_later(row, exc, lane=lane)
+                    continue
                 done.append(row.seq)
-                self._retry_at.pop(row.node, None)
+                self._forget(row.seq)
             await self._inbox.mark(done, RowState.DONE)
+        return taken
 
-    async def _retry_later(self, row: Row, exc: Exception) -> None:
+    async def _retry_later(self, row: Row, exc: Exception, *, lane: Lane) -> None:
         self._metrics.pipeline_errors.inc()
         attempts = row.attempts + 1
         error = f"{type(exc).__name__}: {exc}"
         if attempts >= _MAX_ATTEMPTS:
-            log.error("inbox row %d failed %d times, giving up: %s", row.seq, attempts, error)
-            await self._inbox.mark([row.seq], RowState.FAILED, error=error)
+            await self._give_up(row, reason=RETRIES_EXHAUSTED, error=error, lane=lane)
             return
         delay = _ROW_RETRY.delay(attempts)
         log.warning(
@@ -189,9 +250,44 @@ class Pipeline:
             error,
             delay,
         )
-        self._retry_at[row.node] = asyncio.get_running_loop().time() + delay
+        self._wait(row.seq, delay, lane=lane)
         with contextlib.suppress(Exception):  # if even this fails, the row simply stays pending
             await self._inbox.mark([row.seq], RowState.PENDING, error=error)
+
+    async def _give_up(self, row: Row, *, reason: str, error: str, lane: Lane) -> None:
+        """Move the row to the dead-letter list with its error, then mark it failed; if the list cannot be
+        written, the row stays pending and is tried again later, so it is never lost unseen."""
+        letter = deadletter.Letter(
+            source=row.source, reason=reason, where=f"inbox.{row.seq}", message=error, item=_item(row)
+        )
+        if self._dead_letters is not None:
+            try:
+                await self._dead_letters.keep([letter], seen_at=self._clock())
+            except deadletter.DeadLetterError as exc:
+                log.error("inbox row %d could not be dead-lettered (%s); keeping it pending", row.seq, exc)
+                self._wait(row.seq, _ROW_RETRY.cap, lane=lane)
+                return
+        log.error(
+            "inbox row %d (%s, node %s) moved to the dead-letter list after %d attempts (%s): %s",
+            row.seq,
+            row.source,
+            row.node,
+            row.attempts + 1,
+            reason,
+            error,
+        )
+        self._metrics.dead_lettered.labels(source=row.source, reason=reason).inc()
+        await self._inbox.mark([row.seq], RowState.FAILED, error=error)
+        self._forget(row.seq)
+
+    def _wait(self, seq: int, delay: float, *, lane: Lane) -> None:
+        self._retry_at[seq] = self._timer() + delay
+        if lane is Lane.FATAL:
+            self._fatal_retrying.add(seq)
+
+    def _forget(self, seq: int) -> None:
+        self._retry_at.pop(seq, None)
+        self._fatal_retrying.discard(seq)
 
     async def _context(self, signal: Signal) -> list[Signal]:
         """Recent signals on the same node and GPU: from memory, loaded from the journal once per GPU.
