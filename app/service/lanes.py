@@ -42,7 +42,11 @@ def marks_of(record: inbox.Record) -> lanes.Marks:
     if record.source in _INTERNAL_SOURCES:  # a serialised Signal (app.store.codec)
         name, xid = data.get("name"), _xid(data.get("xid"))
     else:
-        name, xid = labels.get("alertname"), next((_xid(labels[k]) for k in XID_LABELS if k in labels), None)
+        # The first XID label set, as `app.ingest.signals` reads it.
+        name, xid = (
+            labels.get("alertname"),
+            next((_xid(labels[k]) for k in XID_LABELS if labels.get(k)), None),
+        )
     class_label = labels.get(classifier.CLASS_LABEL)
     return lanes.Marks(
         firing=firing,
@@ -57,6 +61,7 @@ def _xid(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= _XID_DIGITS:
-        return int(value)
+    text = value.strip() if isinstance(value, str) else ""
+    if text.isascii() and text.isdigit() and len(text) <= _XID_DIGITS:
+        return int(text)
     return None
