@@ -14,19 +14,13 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from app.classify.classifier import Rules
-from app.domain import FaultClass
+from app.domain import FaultClass, Lane
 
 # What the agent reports from NVML event types that mean the hardware itself failed (app.agent.model's
 # EventKind): a double-bit ECC error, a row remap that failed, a GPU that became unavailable or is lost.
 HARDWARE_AGENT_KINDS = frozenset({"double-bit-ecc", "dram-retirement-failure", "gpu-unavailable", "gpu-lost"})
-
-
-class Lane(StrEnum):
-    FATAL = "fatal"
-    SOFT = "soft"
 
 
 @dataclass(frozen=True, slots=True)

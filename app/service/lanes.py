@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from app.classify import classifier, lanes
+from app.domain import Lane
 from app.ingest.signals import XID_LABELS
 from app.store import inbox
 
@@ -20,7 +21,7 @@ _INTERNAL_SOURCES = frozenset({"allocatable", "prediction", inbox.RECHECK_SOURCE
 _XID_DIGITS = 5  # XIDs are below 65536; a longer label is no XID (the intake refuses it)
 
 
-def lane_of(record: inbox.Record, *, rules: classifier.Rules) -> lanes.Lane:
+def lane_of(record: inbox.Record, *, rules: classifier.Rules) -> Lane:
     return lanes.lane_of(marks_of(record), rules=rules)
 
 

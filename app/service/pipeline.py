@@ -33,9 +33,8 @@ from app.act.executor import Executor
 from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
 from app.classify import classifier
-from app.classify.lanes import Lane
 from app.config.settings import PipelineSettings
-from app.domain import Fault, FaultClass, Outcome, Plan, Signal, SignalSource
+from app.domain import Fault, FaultClass, Lane, Outcome, Plan, Signal, SignalSource
 from app.ingest import payloads, signals
 from app.kube import port
 from app.obs.metrics import Metrics
@@ -242,7 +241,7 @@ class Pipeline:
             return
         delay = _ROW_RETRY.delay(attempts)
         log.warning(
-            "inbox row %d (node %s) failed, attempt %d of %d: %s; will retry in %.0fs",
+            "inbox row %d (node %s) failed, attempt %d of %d: %r; will retry in %.0fs",
             row.seq,
             row.node,
             attempts,
@@ -258,7 +257,12 @@ class Pipeline:
         """Move the row to the dead-letter list with its error, then mark it failed; if the list cannot be
         written, the row stays pending and is tried again later, so it is never lost unseen."""
         letter = deadletter.Letter(
-            source=row.source, reason=reason, where=f"inbox.{row.seq}", message=error, item=_item(row)
+            source=row.source,
+            reason=reason,
+            where=f"inbox.{row.seq}",
+            message=error,
+            item=_item(row),
+            fingerprint=row.fingerprint,
         )
         if self._dead_letters is not None:
             try:
@@ -267,8 +271,8 @@ class Pipeline:
                 log.error("inbox row %d could not be dead-lettered (%s); keeping it pending", row.seq, exc)
                 self._wait(row.seq, _ROW_RETRY.cap, lane=lane)
                 return
-        log.error(
-            "inbox row %d (%s, node %s) moved to the dead-letter list after %d attempts (%s): %s",
+        log.error(  # the error quotes what arrived: repr'd, so it stays one line
+            "inbox row %d (%s, node %s) moved to the dead-letter list after %d attempt(s) (%s): %r",
             row.seq,
             row.source,
             row.node,

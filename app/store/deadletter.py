@@ -63,13 +63,15 @@ class DeadLetterError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Letter:
-    """One refused item: `item` is the JSON value exactly as it arrived (it may not even be an object)."""
+    """One refused item: `item` is the JSON value exactly as it arrived (it may not even be an object);
+    `fingerprint`, when known apart from the item (an inbox row's), else read from the item."""
 
     source: str
     reason: str
     where: str
     message: str
     item: Any
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +155,7 @@ class DeadLetters:
                             letter.reason,
                             letter.where[:_MAX_FIELD],
                             letter.message[:_MAX_FIELD],
-                            _fingerprint(letter.item),
+                            (letter.fingerprint or "")[:_MAX_FIELD] or _fingerprint(letter.item),
                             _labels(letter.item),
                             _bounded(letter.item),
                             at,

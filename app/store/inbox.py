@@ -21,8 +21,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from app.classify.lanes import Lane
-from app.domain import Signal
+from app.domain import Lane, Signal
 from app.store import codec, transactions
 
 log = logging.getLogger(__name__)

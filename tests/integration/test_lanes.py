@@ -17,18 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from app.classify.classifier import Rules
-from app.classify.lanes import Lane
 from app.config import rules
 from app.config.settings import RULES_DIR, PipelineSettings, load_settings
+from app.domain import Lane
 from app.ingest import signals
 from app.obs.metrics import Metrics, create_metrics
 from app.service import lanes, pipeline
+from app.service.runtime import SERVICES, build_app
 from app.store import deadletter
 from app.store.inbox import Inbox, Record, Row, RowState, connect
 from app.store.journal import Journal
-from tests.payloads import alert
+from tests.payloads import alert, webhook
 
 SOFT = {"alertname": "GpuThermalThrottle", "xid": "", "sickbay_class": "transient"}
 YEAR_ONE = "0001-01-01T00:00:00Z"
@@ -334,3 +336,38 @@ async def test_without_a_lane_function_every_row_is_soft(tmp_path: Path) -> None
         assert [r.fingerprint for r in await inbox.pending(after_seq=0, limit=10, lane=Lane.SOFT)] == ["f"]
     finally:
         await inbox.close()
+
+
+async def test_the_service_lanes_its_intake_and_shows_rows_it_gave_up_on(
+    tmp_path: Path, aiohttp_client: Callable[[web.Application], Any]
+) -> None:
+    """Wired together: an XID 79 posted to the webhook waits in the fatal lane, a soft alert in the soft
+    one; a row the pipeline can never process is in `GET /api/v1/rejected`, on the status page and counted."""
+    settings = load_settings(auth={"mode": "none"}, inbox={"path": tmp_path / "inbox.db"})
+    client = await aiohttp_client(build_app(settings))
+    body = webhook(alert(fingerprint="f79", xid="79"), soft(1))
+    response = await client.post("/api/v1/alerts", json=body)
+    assert response.status == 200, await response.text()
+    with sqlite3.connect(tmp_path / "inbox.db") as db:
+        assert dict(db.execute("SELECT fingerprint, lane FROM inbox")) == {"f79": "fatal", "s00001": "soft"}
+    services = client.app[SERVICES]
+    assert services.inbox is not None
+    now = datetime.now(UTC).isoformat()
+    await services.inbox.append(
+        [Record("alertmanager", "gone", now, "firing", "gpu-node-1", '{"labels": {}}', now)]
+    )
+    items: list[dict[str, Any]] = []
+    for _ in range(400):  # the service's own consumer takes it; wait for it, whatever the machine's speed
+        items = (await (await client.get("/api/v1/rejected")).json())["items"]
+        if items:
+            break
+        await asyncio.sleep(0.05)
+    assert [(i["fingerprint"], i["reason"], i["source"]) for i in items] == [
+        ("gone", pipeline.UNPROCESSABLE, "alertmanager")
+    ]
+    assert "no longer validates" in items[0]["message"]
+    metrics = await (await client.get("/metrics")).text()
+    assert 'sickbay_inbox_dead_lettered_total{reason="unprocessable",source="alertmanager"} 1.0' in metrics
+    page = await (await client.get("/")).text()
+    assert "inbox rows the pipeline gave up on" in page
+    assert pipeline.UNPROCESSABLE in page

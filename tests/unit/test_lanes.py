@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from app.classify.classifier import Rules, classify
-from app.classify.lanes import Lane, Marks, lane_of
+from app.classify.lanes import Marks, lane_of
 from app.config import rules
 from app.config.settings import RULES_DIR
-from app.domain import FaultClass, Signal, SignalSource, SignalStatus, freeze_mapping
+from app.domain import FaultClass, Lane, Signal, SignalSource, SignalStatus, freeze_mapping
 from app.service import lanes as record_lanes
 from app.store import codec
 from app.store.inbox import RECHECK_SOURCE, Record
