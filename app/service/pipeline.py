@@ -6,9 +6,9 @@ arrives behind any soft backlog waits for the rows already in hand (one processi
 a fatal row may overtake its node's pending soft rows, which is the point. Within a lane, rows are taken in
 inbox order: one node's strictly in order, different nodes in parallel (bounded).
 
-Poison rows go aside: a row that fails is retried with the one backoff (`app.backoff`), alone — the rows
-after it, of its node or any other, go on — and after `_MAX_ATTEMPTS` (or at once, when it can never be
-processed) it moves to the dead-letter list with its error, counted in
+Poison rows go aside: a row that fails is retried with the one backoff, alone — the rows after it, of its
+node or any other, go on (`app.service.row_retries`) — and after its last try (or at once, when it can never
+be processed) it moves to the dead-letter list with its error, counted in
 `sickbay_inbox_dead_lettered_total`, and its inbox row is marked failed.
 
 A row is marked done only after its fault and plan are journaled, and journaling is idempotent per row, so
@@ -23,12 +23,11 @@ import json
 import logging
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pydantic
 
-from app import backoff
 from app.act.executor import Executor
 from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
@@ -38,17 +37,13 @@ from app.domain import Fault, FaultClass, Lane, Outcome, Plan, Signal, SignalSou
 from app.ingest import payloads, signals
 from app.kube import port
 from app.obs.metrics import Metrics
-from app.service import planning
+from app.service import planning, row_retries
 from app.store import codec, deadletter
 from app.store.inbox import RECHECK_SOURCE, Inbox, Row, RowState
 from app.store.journal import Journal
 
 log = logging.getLogger(__name__)
 _BATCH = 1000
-# A failed row is tried this many times in all, waiting 2 s, 4 s, … up to a minute between tries (about
-# three minutes: longer than an API server restart, after which the kube client's own retries have failed).
-_MAX_ATTEMPTS = 8
-_ROW_RETRY = backoff.Backoff(base=2.0, cap=60.0)
 # Why a row went to the dead-letter list: the `reason` of the letter and of sickbay_inbox_dead_lettered_total.
 UNPROCESSABLE = "unprocessable"  # it no longer validates: no retry can help
 RETRIES_EXHAUSTED = "retries_exhausted"
@@ -78,6 +73,14 @@ class StoredRowError(ValueError):
 
 # Signals Sickbay makes itself (capacity drops, risk scores) are stored as serialised Signals.
 INTERNAL_SOURCES = frozenset({SignalSource.ALLOCATABLE.value, SignalSource.PREDICTION.value, RECHECK_SOURCE})
+
+
+@dataclass
+class _Cursor:
+    """Where the soft lane resumes within one drain: the rows it read but had not taken, then after `after`."""
+
+    after: int = 0
+    left: list[Row] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -139,11 +142,9 @@ class Pipeline:
         self._keys = node_keys
         self._metrics = metrics
         self._clock = clock
-        self._timer = timer or (lambda: asyncio.get_running_loop().time())
+        self._retries = row_retries.RowRetries(timer=timer or (lambda: asyncio.get_running_loop().time()))
         self._dead_letters = dead_letters
         self._slots = asyncio.Semaphore(settings.node_concurrency)
-        self._retry_at: dict[int, float] = {}  # inbox seq of a failed row → timer time before which it waits
-        self._fatal_retrying: set[int] = set()  # those of them in the fatal lane
         self._recent: dict[tuple[str, int | None], deque[Signal]] = _RecentSignals()
         self._unknown_warned: dict[tuple[str | None, int], None] = {}
         self.processed = 0
@@ -164,59 +165,71 @@ class Pipeline:
         """Process every row pending now, the fatal lane first (rows waiting out a retry excepted); return
         how many were taken."""
         taken = 0
+        soft = _Cursor()
         while True:
             # Cleared before the lane is read: a fatal row committed from here on is either read now or
             # sets it again, so the soft lane yields to it.
             self._inbox.fatal_arrived.clear()
-            taken += (await self._drain_lane(Lane.FATAL))[0]
-            soft, yielded = await self._drain_lane(Lane.SOFT)
-            taken += soft
+            taken += await self._drain_fatal()
+            count, yielded = await self._drain_soft(soft)
+            taken += count
             if not yielded:
                 break
         self._metrics.inbox_depth.set(await self._inbox.depth())
         return taken
 
-    async def _drain_lane(self, lane: Lane) -> tuple[int, bool]:
-        """One lane's pending rows, batch by batch; (rows taken, whether the soft lane yielded to a fatal row)."""
-        taken = 0
-        after = 0
-        seen: set[int] = set()
-        while True:
-            rows = await self._inbox.pending(after_seq=after, limit=_BATCH, lane=lane)
-            if not rows:
-                break
+    async def _drain_fatal(self) -> int:
+        taken, after, seen = 0, 0, set[int]()
+        while rows := await self._inbox.pending(after_seq=after, limit=_BATCH, lane=Lane.FATAL):
             after = rows[-1].seq
             seen.update(row.seq for row in rows)
-            now = self._timer()
-            by_node: dict[str | None, list[Row]] = defaultdict(list)
-            for row in rows:
-                if self._retry_at.get(row.seq, 0.0) <= now:
-                    by_node[row.node].append(row)
-            async with self._urgency.urgent():
-                counts = await asyncio.gather(*(self._node_rows(r, lane=lane) for r in by_node.values()))
-            taken += sum(counts)
-            if lane is Lane.SOFT and self._fatal_waiting():
+            taken += (await self._take(rows, lane=Lane.FATAL))[0]
+        self._retries.keep_fatal(seen)
+        return taken
+
+    async def _drain_soft(self, cursor: _Cursor) -> tuple[int, bool]:
+        """The soft lane from `cursor`, batch by batch, until it is empty (False) or yields to a fatal row
+        (True). The rows read but not taken when it yields stay in `cursor`: a flood of fatal rows makes it
+        yield often, and resuming must not read a thousand rows again each time."""
+        taken = 0
+        while True:
+            rows, cursor.left = cursor.left, []
+            if not rows:
+                rows = await self._inbox.pending(after_seq=cursor.after, limit=_BATCH, lane=Lane.SOFT)
+                if not rows:
+                    return taken, False
+                cursor.after = rows[-1].seq
+            count, cursor.left = await self._take(rows, lane=Lane.SOFT)
+            taken += count
+            if cursor.left or self._fatal_waiting():
                 return taken, True
-        if lane is Lane.FATAL:
-            self._fatal_retrying &= seen  # a row no longer pending (marked elsewhere) waits for nothing
-        return taken, False
+
+    async def _take(self, rows: Sequence[Row], *, lane: Lane) -> tuple[int, list[Row]]:
+        """Rows of one lane, each node's in order, nodes in parallel; (how many were taken, the rows left
+        when the soft lane yielded, in order)."""
+        now = self._retries.now()
+        by_node: dict[str | None, list[Row]] = defaultdict(list)
+        for row in rows:
+            if self._retries.due(row.seq, now=now):
+                by_node[row.node].append(row)
+        async with self._urgency.urgent():
+            results = await asyncio.gather(*(self._node_rows(r, lane=lane) for r in by_node.values()))
+        left = sorted((row for _, rest in results for row in rest), key=lambda row: row.seq)
+        return sum(count for count, _ in results), left
 
     def _fatal_waiting(self) -> bool:
         """A fatal row is pending that the soft lane must yield to: a new one, or one whose retry is due."""
-        if self._inbox.fatal_arrived.is_set():
-            return True
-        now = self._timer()
-        return any(self._retry_at.get(seq, 0.0) <= now for seq in self._fatal_retrying)
+        return self._inbox.fatal_arrived.is_set() or self._retries.fatal_due()
 
-    async def _node_rows(self, rows: Sequence[Row], *, lane: Lane) -> int:
-        """One node's rows of one lane, in order; returns how many were taken. A soft row is started only
-        while no fatal row waits; a row that fails waits out its retry alone, the next rows go on."""
+    async def _node_rows(self, rows: Sequence[Row], *, lane: Lane) -> tuple[int, Sequence[Row]]:
+        """One node's rows of one lane, in order; (how many were taken, those left). A soft row is started
+        only while no fatal row waits; a row that fails waits out its retry alone, the next rows go on."""
         taken = 0
         async with self._slots:
             done: list[int] = []
             for row in rows:
                 if lane is Lane.SOFT and self._fatal_waiting():
-                    break  # the rest stay pending, for the next soft pass
+                    break  # the rest stay pending, taken when the soft lane resumes
                 taken += 1
                 try:
                     await self.process(row)
@@ -228,28 +241,27 @@ class Pipeline:
                     await self._retry_later(row, exc, lane=lane)
                     continue
                 done.append(row.seq)
-                self._forget(row.seq)
+                self._retries.forget(row.seq)
             await self._inbox.mark(done, RowState.DONE)
-        return taken
+        return taken, rows[taken:]
 
     async def _retry_later(self, row: Row, exc: Exception, *, lane: Lane) -> None:
         self._metrics.pipeline_errors.inc()
         attempts = row.attempts + 1
         error = f"{type(exc).__name__}: {exc}"
-        if attempts >= _MAX_ATTEMPTS:
+        if attempts >= row_retries.MAX_ATTEMPTS:
             await self._give_up(row, reason=RETRIES_EXHAUSTED, error=error, lane=lane)
             return
-        delay = _ROW_RETRY.delay(attempts)
+        delay = self._retries.wait(row.seq, attempts=attempts, fatal=lane is Lane.FATAL)
         log.warning(
             "inbox row %d (node %s) failed, attempt %d of %d: %r; will retry in %.0fs",
             row.seq,
             row.node,
             attempts,
-            _MAX_ATTEMPTS,
+            row_retries.MAX_ATTEMPTS,
             error,
             delay,
         )
-        self._wait(row.seq, delay, lane=lane)
         with contextlib.suppress(Exception):  # if even this fails, the row simply stays pending
             await self._inbox.mark([row.seq], RowState.PENDING, error=error)
 
@@ -269,7 +281,7 @@ class Pipeline:
                 await self._dead_letters.keep([letter], seen_at=self._clock())
             except deadletter.DeadLetterError as exc:
                 log.error("inbox row %d could not be dead-lettered (%s); keeping it pending", row.seq, exc)
-                self._wait(row.seq, _ROW_RETRY.cap, lane=lane)
+                self._retries.wait_for(row.seq, row_retries.BACKOFF.cap, fatal=lane is Lane.FATAL)
                 return
         log.error(  # the error quotes what arrived: repr'd, so it stays one line
             "inbox row %d (%s, node %s) moved to the dead-letter list after %d attempt(s) (%s): %r",
@@ -282,16 +294,7 @@ class Pipeline:
         )
         self._metrics.dead_lettered.labels(source=row.source, reason=reason).inc()
         await self._inbox.mark([row.seq], RowState.FAILED, error=error)
-        self._forget(row.seq)
-
-    def _wait(self, seq: int, delay: float, *, lane: Lane) -> None:
-        self._retry_at[seq] = self._timer() + delay
-        if lane is Lane.FATAL:
-            self._fatal_retrying.add(seq)
-
-    def _forget(self, seq: int) -> None:
-        self._retry_at.pop(seq, None)
-        self._fatal_retrying.discard(seq)
+        self._retries.forget(row.seq)
 
     async def _context(self, signal: Signal) -> list[Signal]:
         """Recent signals on the same node and GPU: from memory, loaded from the journal once per GPU.

@@ -25,7 +25,7 @@ from app.config.settings import RULES_DIR, PipelineSettings, load_settings
 from app.domain import Lane
 from app.ingest import signals
 from app.obs.metrics import Metrics, create_metrics
-from app.service import lanes, pipeline
+from app.service import lanes, pipeline, row_retries
 from app.service.runtime import SERVICES, build_app
 from app.store import deadletter
 from app.store.inbox import Inbox, Record, Row, RowState, connect
@@ -230,7 +230,7 @@ async def test_a_poison_row_never_delays_another_row_and_ends_in_the_dead_letter
     await world.pipeline.drain_once()
     assert (await world.state(same_node))[0] == "done"
     assert (await world.state(other_node))[0] == "done"
-    for _ in range(pipeline._MAX_ATTEMPTS):
+    for _ in range(row_retries.MAX_ATTEMPTS):
         if (await world.state(poison))[0] != "pending":
             break
         world.timer.now += 3600
@@ -254,14 +254,14 @@ async def test_a_failing_row_is_retried_alone_with_backoff_then_dead_lettered(wo
     await world.pipeline.drain_once()
     assert await world.state(flaky) == ("pending", 1)
     assert (await world.state(after))[0] == "done"  # a fatal row of the same node went on
-    for attempt in range(1, pipeline._MAX_ATTEMPTS):
-        delay = pipeline._ROW_RETRY.delay(attempt)
+    for attempt in range(1, row_retries.MAX_ATTEMPTS):
+        delay = row_retries.BACKOFF.delay(attempt)
         world.timer.now += delay - 0.5
         await world.pipeline.drain_once()  # not yet due: untouched, and the soft lane does not spin on it
         assert await world.state(flaky) == ("pending", attempt)
         world.timer.now += 0.5
         await world.pipeline.drain_once()
-    assert await world.state(flaky) == ("failed", pipeline._MAX_ATTEMPTS)
+    assert await world.state(flaky) == ("failed", row_retries.MAX_ATTEMPTS)
     (letter,) = await world.letters.recent(limit=10)
     assert (letter.reason, letter.message) == (pipeline.RETRIES_EXHAUSTED, "RuntimeError: boom")
     assert world.dead_lettered(reason=pipeline.RETRIES_EXHAUSTED) == 1
