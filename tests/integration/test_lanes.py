@@ -371,3 +371,25 @@ async def test_the_service_lanes_its_intake_and_shows_rows_it_gave_up_on(
     page = await (await client.get("/")).text()
     assert "inbox rows the pipeline gave up on" in page
     assert pipeline.UNPROCESSABLE in page
+
+
+async def test_the_soft_lane_resumes_where_it_yielded_taking_every_row_once(world: World) -> None:
+    backlog = await world.append(*(soft(i, node=f"gpu-node-{i % 7}") for i in range(300)))
+    fatal: list[int] = []
+
+    async def deliver(row: Row) -> None:
+        if len([e for e in world.pipeline.events if e[0] == "start"]) in (50, 120) and len(fatal) < 2:
+            fatal.extend(
+                await world.append(alert(fingerprint=f"fatal{len(fatal)}", node="gpu-node-3", xid="79"))
+            )
+
+    world.pipeline.on_start = deliver
+    taken = await world.pipeline.drain_once()
+    starts = [seq for kind, seq in world.pipeline.events if kind == "start"]
+    assert len(fatal) == 2
+    assert taken == len(starts) == 302
+    assert sorted(starts) == sorted([*backlog, *fatal])  # each once: none lost, none taken twice
+    assert (await world.inbox.counts()) == {"done": 302}
+    for node in range(7):  # each node's soft rows still in their order
+        seqs = [seq for seq in starts if seq in backlog and (seq - backlog[0]) % 7 == node]
+        assert seqs == sorted(seqs)
