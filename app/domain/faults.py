@@ -43,6 +43,14 @@ class FaultClass(StrEnum):
 HARDWARE_CLASSES = frozenset({FaultClass.RESET_GPU, FaultClass.REBOOT_NODE, FaultClass.REPLACE})
 
 
+class Lane(StrEnum):
+    """Where an inbox row waits: `fatal` (what may be a hardware fault) is taken before `soft`
+    (`app.classify.lanes` decides, `app.service.pipeline` takes them in that order)."""
+
+    FATAL = "fatal"
+    SOFT = "soft"
+
+
 class SignalSource(StrEnum):
     ALERTMANAGER = "alertmanager"
     AGENT = "agent"

@@ -23,6 +23,7 @@ class Metrics:
     faults: Counter
     unknown_xids: Counter
     pipeline_errors: Counter
+    dead_lettered: Counter
     job_failures: Counter
     processing_seconds: Histogram
     actions: Counter
@@ -105,6 +106,13 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
         ),
         pipeline_errors=Counter(
             "sickbay_pipeline_errors", "Inbox rows the pipeline failed to process", registry=registry
+        ),
+        dead_lettered=Counter(
+            "sickbay_inbox_dead_lettered",
+            "Inbox rows the pipeline gave up on and moved to the dead-letter list, by source and reason "
+            "(unprocessable: it no longer validates; retries_exhausted: it failed every retry)",
+            ["source", "reason"],
+            registry=registry,
         ),
         job_failures=Counter(
             "sickbay_job_failures",

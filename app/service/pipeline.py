@@ -1,8 +1,18 @@
-"""The single consumer: inbox → signal → classify → decide → journal (and, later, act).
+"""The single consumer: inbox → signal → classify → decide → journal → act.
 
-Rows are taken in inbox order. One node's rows are processed strictly in order, different nodes in
-parallel (bounded). A row is marked done only after its fault and plan are journaled, and journaling is
-idempotent per row, so a crash anywhere in between replays the row without double-counting it.
+Fatal first: every pending row of the fatal lane (what may be a hardware fault, `app.classify.lanes`) is
+taken before the next soft one. A soft row is started only while no fatal row waits, so a fatal row that
+arrives behind any soft backlog waits for the rows already in hand (one processing slot) and no more;
+a fatal row may overtake its node's pending soft rows, which is the point. Within a lane, rows are taken in
+inbox order: one node's strictly in order, different nodes in parallel (bounded).
+
+Poison rows go aside: a row that fails is retried with the one backoff, alone — the rows after it, of its
+node or any other, go on (`app.service.row_retries`) — and after its last try (or at once, when it can never
+be processed) it moves to the dead-letter list with its error, counted in
+`sickbay_inbox_dead_lettered_total`, and its inbox row is marked failed.
+
+A row is marked done only after its fault and plan are journaled, and journaling is idempotent per row, so
+a crash anywhere in between replays the row without double-counting it.
 """
 
 from __future__ import annotations
@@ -13,30 +23,30 @@ import json
 import logging
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pydantic
 
-from app import backoff
 from app.act.executor import Executor
 from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
 from app.classify import classifier
 from app.config.settings import PipelineSettings
-from app.domain import Fault, FaultClass, Outcome, Plan, Signal, SignalSource
+from app.domain import Fault, FaultClass, Lane, Outcome, Plan, Signal, SignalSource
 from app.ingest import payloads, signals
 from app.kube import port
 from app.obs.metrics import Metrics
-from app.service import planning
-from app.store import codec
+from app.service import planning, row_retries
+from app.store import codec, deadletter
 from app.store.inbox import RECHECK_SOURCE, Inbox, Row, RowState
 from app.store.journal import Journal
 
 log = logging.getLogger(__name__)
 _BATCH = 1000
-_MAX_ATTEMPTS = 8
-_ROW_RETRY = backoff.Backoff(base=2.0, cap=60.0)  # a failed inbox row's node waits 2 s, 4 s, … up to a minute
+# Why a row went to the dead-letter list: the `reason` of the letter and of sickbay_inbox_dead_lettered_total.
+UNPROCESSABLE = "unprocessable"  # it no longer validates: no retry can help
+RETRIES_EXHAUSTED = "retries_exhausted"
 _CONTEXT_PER_GPU = 64  # recent signals kept per GPU; rules look at a handful within minutes
 _CONTEXT_GPUS = 50_000  # GPUs whose recent signals stay in memory; older ones reload from the journal
 _UNKNOWN_XIDS_WARNED = 10_000  # (node, XID) pairs remembered as warned; past it the oldest may warn again
@@ -65,11 +75,27 @@ class StoredRowError(ValueError):
 INTERNAL_SOURCES = frozenset({SignalSource.ALLOCATABLE.value, SignalSource.PREDICTION.value, RECHECK_SOURCE})
 
 
+@dataclass
+class _Cursor:
+    """Where the soft lane resumes within one drain: the rows it read but had not taken, then after `after`."""
+
+    after: int = 0
+    left: list[Row] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class Processed:
     fault: Fault
     plan: Plan
     outcomes: tuple[Outcome, ...] = ()
+
+
+def _item(row: Row) -> object:
+    """What a dead letter keeps of a row: its stored JSON as a value (the alert, the event, the Signal)."""
+    try:
+        return json.loads(row.payload)
+    except ValueError:
+        return row.payload
 
 
 def signal_of(row: Row, *, keys: signals.NodeKeys) -> Signal:
@@ -98,8 +124,12 @@ class Pipeline:
         executor: Executor | None = None,
         urgency: Urgency | None = None,
         shadow: ShadowKeeper | None = None,
+        dead_letters: deadletter.DeadLetters | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        timer: Callable[[], float] | None = None,
     ) -> None:
+        """`dead_letters`: where rows given up on go (without one they are only marked failed). `timer`:
+        monotonic seconds for retry waits, the event loop's clock unless a test passes its own."""
         self._urgency = urgency or Urgency()
         # The proactive ladder's standing per model version; without one (a bare pipeline) it acts.
         self._shadow = shadow
@@ -112,11 +142,10 @@ class Pipeline:
         self._keys = node_keys
         self._metrics = metrics
         self._clock = clock
+        self._retries = row_retries.RowRetries(timer=timer or (lambda: asyncio.get_running_loop().time()))
+        self._dead_letters = dead_letters
         self._slots = asyncio.Semaphore(settings.node_concurrency)
-        self._retry_at: dict[str | None, float] = {}
-        self._recent: dict[tuple[str, int | None], deque[Signal]] = (
-            _RecentSignals()
-        )  # node → event-loop time before which it backs off
+        self._recent: dict[tuple[str, int | None], deque[Signal]] = _RecentSignals()
         self._unknown_warned: dict[tuple[str | None, int], None] = {}
         self.processed = 0
 
@@ -133,65 +162,139 @@ class Pipeline:
                 self._inbox.arrived.clear()
 
     async def drain_once(self) -> int:
-        """Process every row pending now (except nodes backing off after an error); return how many."""
+        """Process every row pending now, the fatal lane first (rows waiting out a retry excepted); return
+        how many were taken."""
         taken = 0
-        after = 0
-        loop = asyncio.get_running_loop()
+        soft = _Cursor()
         while True:
-            rows = await self._inbox.pending(after_seq=after, limit=_BATCH)
-            if not rows:
+            # Cleared before the lane is read: a fatal row committed from here on is either read now or
+            # sets it again, so the soft lane yields to it.
+            self._inbox.fatal_arrived.clear()
+            taken += await self._drain_fatal()
+            count, yielded = await self._drain_soft(soft)
+            taken += count
+            if not yielded:
                 break
-            after = rows[-1].seq
-            by_node: dict[str | None, list[Row]] = defaultdict(list)
-            for row in rows:
-                if self._retry_at.get(row.node, 0.0) <= loop.time():
-                    by_node[row.node].append(row)
-            async with self._urgency.urgent():
-                await asyncio.gather(*(self._node_rows(node_rows) for node_rows in by_node.values()))
-            taken += sum(len(r) for r in by_node.values())
         self._metrics.inbox_depth.set(await self._inbox.depth())
         return taken
 
-    async def _node_rows(self, rows: Sequence[Row]) -> None:
-        """One node's rows, strictly in order; a row that fails stops its node's queue until it succeeds."""
+    async def _drain_fatal(self) -> int:
+        taken, after, seen = 0, 0, set[int]()
+        while rows := await self._inbox.pending(after_seq=after, limit=_BATCH, lane=Lane.FATAL):
+            after = rows[-1].seq
+            seen.update(row.seq for row in rows)
+            taken += (await self._take(rows, lane=Lane.FATAL))[0]
+        self._retries.keep_fatal(seen)
+        return taken
+
+    async def _drain_soft(self, cursor: _Cursor) -> tuple[int, bool]:
+        """The soft lane from `cursor`, batch by batch, until it is empty (False) or yields to a fatal row
+        (True). The rows read but not taken when it yields stay in `cursor`: a flood of fatal rows makes it
+        yield often, and resuming must not read a thousand rows again each time."""
+        taken = 0
+        while True:
+            rows, cursor.left = cursor.left, []
+            if not rows:
+                rows = await self._inbox.pending(after_seq=cursor.after, limit=_BATCH, lane=Lane.SOFT)
+                if not rows:
+                    return taken, False
+                cursor.after = rows[-1].seq
+            count, cursor.left = await self._take(rows, lane=Lane.SOFT)
+            taken += count
+            if cursor.left or self._fatal_waiting():
+                return taken, True
+
+    async def _take(self, rows: Sequence[Row], *, lane: Lane) -> tuple[int, list[Row]]:
+        """Rows of one lane, each node's in order, nodes in parallel; (how many were taken, the rows left
+        when the soft lane yielded, in order)."""
+        now = self._retries.now()
+        by_node: dict[str | None, list[Row]] = defaultdict(list)
+        for row in rows:
+            if self._retries.due(row.seq, now=now):
+                by_node[row.node].append(row)
+        async with self._urgency.urgent():
+            results = await asyncio.gather(*(self._node_rows(r, lane=lane) for r in by_node.values()))
+        left = sorted((row for _, rest in results for row in rest), key=lambda row: row.seq)
+        return sum(count for count, _ in results), left
+
+    def _fatal_waiting(self) -> bool:
+        """A fatal row is pending that the soft lane must yield to: a new one, or one whose retry is due."""
+        return self._inbox.fatal_arrived.is_set() or self._retries.fatal_due()
+
+    async def _node_rows(self, rows: Sequence[Row], *, lane: Lane) -> tuple[int, Sequence[Row]]:
+        """One node's rows of one lane, in order; (how many were taken, those left). A soft row is started
+        only while no fatal row waits; a row that fails waits out its retry alone, the next rows go on."""
+        taken = 0
         async with self._slots:
             done: list[int] = []
             for row in rows:
+                if lane is Lane.SOFT and self._fatal_waiting():
+                    break  # the rest stay pending, taken when the soft lane resumes
+                taken += 1
                 try:
                     await self.process(row)
-                except StoredRowError as exc:  # cannot get better by retrying: keep it, visibly, as failed
-                    log.error("inbox row %d can never be processed: %s", row.seq, exc)
+                except StoredRowError as exc:  # cannot get better by retrying
                     self._metrics.pipeline_errors.inc()
-                    await self._inbox.mark([row.seq], RowState.FAILED, error=str(exc))
+                    await self._give_up(row, reason=UNPROCESSABLE, error=str(exc), lane=lane)
                     continue
-                except Exception as exc:  # a database or API hiccup: keep the row pending and retry it
-                    await self._retry_later(row, exc)
-                    break
+                except Exception as exc:  # a database or API hiccup, or a poison row: retry it, alone
+                    await self._retry_later(row, exc, lane=lane)
+                    continue
                 done.append(row.seq)
-                self._retry_at.pop(row.node, None)
+                self._retries.forget(row.seq)
             await self._inbox.mark(done, RowState.DONE)
+        return taken, rows[taken:]
 
-    async def _retry_later(self, row: Row, exc: Exception) -> None:
+    async def _retry_later(self, row: Row, exc: Exception, *, lane: Lane) -> None:
         self._metrics.pipeline_errors.inc()
         attempts = row.attempts + 1
         error = f"{type(exc).__name__}: {exc}"
-        if attempts >= _MAX_ATTEMPTS:
-            log.error("inbox row %d failed %d times, giving up: %s", row.seq, attempts, error)
-            await self._inbox.mark([row.seq], RowState.FAILED, error=error)
+        if attempts >= row_retries.MAX_ATTEMPTS:
+            await self._give_up(row, reason=RETRIES_EXHAUSTED, error=error, lane=lane)
             return
-        delay = _ROW_RETRY.delay(attempts)
+        delay = self._retries.wait(row.seq, attempts=attempts, fatal=lane is Lane.FATAL)
         log.warning(
-            "inbox row %d (node %s) failed, attempt %d of %d: %s; will retry in %.0fs",
+            "inbox row %d (node %s) failed, attempt %d of %d: %r; will retry in %.0fs",
             row.seq,
             row.node,
             attempts,
-            _MAX_ATTEMPTS,
+            row_retries.MAX_ATTEMPTS,
             error,
             delay,
         )
-        self._retry_at[row.node] = asyncio.get_running_loop().time() + delay
         with contextlib.suppress(Exception):  # if even this fails, the row simply stays pending
             await self._inbox.mark([row.seq], RowState.PENDING, error=error)
+
+    async def _give_up(self, row: Row, *, reason: str, error: str, lane: Lane) -> None:
+        """Move the row to the dead-letter list with its error, then mark it failed; if the list cannot be
+        written, the row stays pending and is tried again later, so it is never lost unseen."""
+        letter = deadletter.Letter(
+            source=row.source,
+            reason=reason,
+            where=f"inbox.{row.seq}",
+            message=error,
+            item=_item(row),
+            fingerprint=row.fingerprint,
+        )
+        if self._dead_letters is not None:
+            try:
+                await self._dead_letters.keep([letter], seen_at=self._clock())
+            except deadletter.DeadLetterError as exc:
+                log.error("inbox row %d could not be dead-lettered (%s); keeping it pending", row.seq, exc)
+                self._retries.wait_for(row.seq, row_retries.BACKOFF.cap, fatal=lane is Lane.FATAL)
+                return
+        log.error(  # the error quotes what arrived: repr'd, so it stays one line
+            "inbox row %d (%s, node %s) moved to the dead-letter list after %d attempt(s) (%s): %r",
+            row.seq,
+            row.source,
+            row.node,
+            row.attempts + 1,
+            reason,
+            error,
+        )
+        self._metrics.dead_lettered.labels(source=row.source, reason=reason).inc()
+        await self._inbox.mark([row.seq], RowState.FAILED, error=error)
+        self._retries.forget(row.seq)
 
     async def _context(self, signal: Signal) -> list[Signal]:
         """Recent signals on the same node and GPU: from memory, loaded from the journal once per GPU.

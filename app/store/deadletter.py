@@ -1,4 +1,6 @@
-"""The dead-letter list: alerts and agent events refused one by one, kept with their reason and labels.
+"""The dead-letter list: alerts and agent events refused one by one, kept with their reason and labels, and
+inbox rows the pipeline gave up on (`app.service.pipeline`: a row it can never process, or one that failed
+every retry), kept with their error, so that neither a refusal nor a poison row is lost unseen.
 
 Alertmanager retries a webhook only on a 5xx (its `notify.Retrier.Check`, prometheus/alertmanager
 notify/util.go), so an alert the webhook refuses is gone for good unless it is kept here where an
@@ -27,7 +29,7 @@ from typing import Any
 
 import aiosqlite
 
-from app.store import codec, inbox
+from app.store import codec, inbox, transactions
 
 # A kept item or label set is cut to this many characters of JSON (and marked so): with the row bound,
 # the table can never hold more than about max_rows x 2 x 8 KiB.
@@ -61,13 +63,15 @@ class DeadLetterError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Letter:
-    """One refused item: `item` is the JSON value exactly as it arrived (it may not even be an object)."""
+    """One refused item: `item` is the JSON value exactly as it arrived (it may not even be an object);
+    `fingerprint`, when known apart from the item (an inbox row's), else read from the item."""
 
     source: str
     reason: str
     where: str
     message: str
     item: Any
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,47 +142,41 @@ class DeadLetters:
             return
         at = seen_at.isoformat()
         try:
-            async with self._write_lock, self._lock:
-                await self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    async with self._db.execute("SELECT coalesce(max(touched), 0) FROM dead_letter") as cur:
-                        row = await cur.fetchone()
-                    touched = int(row[0]) if row else 0
-                    rows = []
-                    for offset, letter in enumerate(letters, start=1):
-                        rows.append(
-                            (
-                                letter.source,
-                                digest(letter.source, letter.item),
-                                letter.reason,
-                                letter.where[:_MAX_FIELD],
-                                letter.message[:_MAX_FIELD],
-                                _fingerprint(letter.item),
-                                _labels(letter.item),
-                                _bounded(letter.item),
-                                at,
-                                at,
-                                touched + offset,
-                            )
+            async with transactions.transaction(self._db, write_lock=self._write_lock, lock=self._lock):
+                async with self._db.execute("SELECT coalesce(max(touched), 0) FROM dead_letter") as cur:
+                    row = await cur.fetchone()
+                touched = int(row[0]) if row else 0
+                rows = []
+                for offset, letter in enumerate(letters, start=1):
+                    rows.append(
+                        (
+                            letter.source,
+                            digest(letter.source, letter.item),
+                            letter.reason,
+                            letter.where[:_MAX_FIELD],
+                            letter.message[:_MAX_FIELD],
+                            (letter.fingerprint or "")[:_MAX_FIELD] or _fingerprint(letter.item),
+                            _labels(letter.item),
+                            _bounded(letter.item),
+                            at,
+                            at,
+                            touched + offset,
                         )
-                    await self._db.executemany(
-                        "INSERT INTO dead_letter (source, digest, reason, loc, message, fingerprint, labels, "
-                        "item, first_seen, last_seen, touched) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                        "ON CONFLICT (source, digest) DO UPDATE SET seen = seen + 1, "
-                        "last_seen = excluded.last_seen, touched = excluded.touched, "
-                        "reason = excluded.reason, loc = excluded.loc, message = excluded.message",
-                        rows,
                     )
-                    # The newest max_rows by last sighting stay; NULL (fewer rows than that) deletes nothing.
-                    await self._db.execute(
-                        "DELETE FROM dead_letter WHERE touched <= "
-                        "(SELECT touched FROM dead_letter ORDER BY touched DESC LIMIT 1 OFFSET ?)",
-                        (self.max_rows,),
-                    )
-                    await self._db.commit()
-                except BaseException:
-                    await self._db.rollback()
-                    raise
+                await self._db.executemany(
+                    "INSERT INTO dead_letter (source, digest, reason, loc, message, fingerprint, labels, "
+                    "item, first_seen, last_seen, touched) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (source, digest) DO UPDATE SET seen = seen + 1, "
+                    "last_seen = excluded.last_seen, touched = excluded.touched, "
+                    "reason = excluded.reason, loc = excluded.loc, message = excluded.message",
+                    rows,
+                )
+                # The newest max_rows by last sighting stay; NULL (fewer rows than that) deletes nothing.
+                await self._db.execute(
+                    "DELETE FROM dead_letter WHERE touched <= "
+                    "(SELECT touched FROM dead_letter ORDER BY touched DESC LIMIT 1 OFFSET ?)",
+                    (self.max_rows,),
+                )
         except (sqlite3.Error, ValueError) as exc:  # aiosqlite raises ValueError on a closed connection
             raise DeadLetterError(f"cannot record refused items: {exc}") from exc
 

@@ -4,7 +4,9 @@ Alertmanager retries only on 5xx, so a 2xx followed by a lost row is a lost aler
 are group-committed: callers enqueue their rows and wait; one writer task commits everything queued in
 a single transaction (one fsync for many requests) and then wakes them all. Dedup is on
 `(source, fingerprint, starts_at, status)` — never `endsAt`, which Alertmanager moves on every resend.
-Rows carry a processing state, so whatever was not processed before a crash is resumed on restart.
+Rows carry a processing state, so whatever was not processed before a crash is resumed on restart, and
+a lane (`app.classify.lanes`), decided as they are appended, so the consumer can take the rows that may be
+hardware faults before the soft ones.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from pathlib import Path
 
 import aiosqlite
 
-from app.domain import Signal
-from app.store import codec
+from app.domain import Lane, Signal
+from app.store import codec, transactions
 
 log = logging.getLogger(__name__)
 _LOOKUP_CHUNK = 500  # fingerprints per dedup lookup, well under SQLite's bound-parameter limit
@@ -38,16 +40,27 @@ CREATE TABLE IF NOT EXISTS inbox (
     state        TEXT NOT NULL DEFAULT 'pending',
     attempts     INTEGER NOT NULL DEFAULT 0,
     error        TEXT,
+    lane         TEXT NOT NULL DEFAULT 'soft',
     UNIQUE (source, fingerprint, starts_at, status)
 );
-CREATE INDEX IF NOT EXISTS inbox_pending ON inbox (state, seq);
 -- Alerts that named no node, for the status page: few rows, so a partial index keeps the lookup cheap.
 CREATE INDEX IF NOT EXISTS inbox_unattributed ON inbox (seq) WHERE node IS NULL;
 """
+# After the migration below: an inbox written before lanes has no `lane` column to index yet. The pending
+# rows of one lane, in order; the count of pending rows reads the same index.
+INDEXES = """
+DROP INDEX IF EXISTS inbox_pending;
+CREATE INDEX IF NOT EXISTS inbox_lane_pending ON inbox (state, lane, seq);
+"""
+_ROW_COLUMNS = "seq, source, fingerprint, status, node, payload, received_at, attempts"
 
 
 # Rows Sickbay appends itself to look at a transient signal again (app/service/rechecks.py); payload: the Signal.
 RECHECK_SOURCE = "recheck"
+
+# Which lane a record goes into (the runtime passes one built on the rules: app.service.lanes); without one,
+# every row is soft and the inbox is plain FIFO.
+LaneOf = Callable[["Record"], Lane]
 
 
 class RowState(StrEnum):
@@ -139,8 +152,10 @@ class Inbox:
         max_batch_rows: int = 5000,
         on_commit: Callable[[int], None] | None = None,
         write_lock: asyncio.Lock | None = None,
+        lane_of: LaneOf | None = None,
     ) -> None:
         self._db = db
+        self._lane_of = lane_of
         # Shared with the journal's connection: SQLite's own busy handler sleeps and retries, which starves
         # the journal behind back-to-back group commits; a FIFO asyncio lock takes turns fairly instead.
         self._write_lock = write_lock or asyncio.Lock()
@@ -153,6 +168,9 @@ class Inbox:
         self._writer: asyncio.Task[None] | None = None
         self._closed = False
         self.arrived = asyncio.Event()  # set after each commit that stored new rows; the consumer waits on it
+        # Set after each commit that stored a fatal row: the consumer looks at it between rows, and clears it
+        # when it takes the fatal lane.
+        self.fatal_arrived = asyncio.Event()
         self.commits = 0  # transactions committed by the writer, to show that group commit happens
 
     @classmethod
@@ -163,13 +181,56 @@ class Inbox:
         max_batch_rows: int = 5000,
         on_commit: Callable[[int], None] | None = None,
         write_lock: asyncio.Lock | None = None,
+        lane_of: LaneOf | None = None,
     ) -> Inbox:
-        """Open (creating if needed) the inbox; `on_commit` hears how many requests each commit carried."""
+        """Open (creating or migrating if needed) the inbox; `on_commit` hears how many requests each commit
+        carried; `lane_of` decides each appended record's lane (and, at open, again each pending row's)."""
         db = await connect(path)
         await db.executescript(SCHEMA)
-        inbox = cls(db, max_batch_rows=max_batch_rows, on_commit=on_commit, write_lock=write_lock)
+        inbox = cls(
+            db, max_batch_rows=max_batch_rows, on_commit=on_commit, write_lock=write_lock, lane_of=lane_of
+        )
+        await inbox._migrate()
+        await db.executescript(INDEXES)
+        await inbox._relane_pending()
         inbox._writer = asyncio.create_task(inbox._write_loop(), name="inbox-writer")
         return inbox
+
+    async def _migrate(self) -> None:
+        """An inbox from before lanes gains its `lane` column; its rows start soft (`_relane_pending` then
+        sorts the pending ones). `ADD COLUMN` with a constant default rewrites no row."""
+        async with self._db.execute("PRAGMA table_info(inbox)") as cursor:
+            columns = {str(row[1]) for row in await cursor.fetchall()}
+        if "lane" not in columns:
+            async with transactions.transaction(self._db, write_lock=self._write_lock, lock=self._lock):
+                await self._db.execute("ALTER TABLE inbox ADD COLUMN lane TEXT NOT NULL DEFAULT 'soft'")
+            log.info("inbox migrated: rows now carry a lane (fatal or soft)")
+
+    async def _relane_pending(self) -> None:
+        """Decide the lane of every pending row again: rows from before lanes, or from before the rules
+        changed (a cluster that reclassified an XID), wait where the current rules put them."""
+        if self._lane_of is None:
+            return
+        async with self._db.execute(
+            "SELECT seq, lane, source, fingerprint, starts_at, status, node, payload, received_at FROM inbox "
+            "WHERE state = 'pending'"
+        ) as cursor:
+            rows = await cursor.fetchall()
+        lanes = ((self._lane(Record(*fields)).value, seq, lane) for seq, lane, *fields in rows)
+        moved = [(new, seq) for new, seq, lane in lanes if new != lane]
+        if moved:
+            async with transactions.transaction(self._db, write_lock=self._write_lock, lock=self._lock):
+                await self._db.executemany("UPDATE inbox SET lane = ? WHERE seq = ?", moved)
+            log.info("inbox: %d pending rows changed lane under the current rules", len(moved))
+
+    def _lane(self, record: Record) -> Lane:
+        if self._lane_of is None:
+            return Lane.SOFT
+        try:
+            return self._lane_of(record)
+        except Exception:  # the lane orders work; it must never cost a commit (the pipeline meets the row)
+            log.warning("no lane for %s row %s; it waits in the soft lane", record.source, record.fingerprint)
+            return Lane.SOFT
 
     async def close(self) -> None:
         self._closed = True
@@ -204,17 +265,20 @@ class Inbox:
                 batch = self._take_batch()
                 self._inflight = batch  # so close() can fail these callers if it cancels the commit
                 try:
-                    results = await self._commit(batch)
+                    outcome = await self._commit(batch)
                 except Exception as exc:  # disk full, I/O error: fail these callers (503), keep serving
                     log.exception("inbox commit failed for %d requests", len(batch))
                     for pending in batch:
                         if not pending.done.done():
                             pending.done.set_exception(InboxClosedError(f"inbox commit failed: {exc}"))
                     continue
+                results, fatal = outcome
                 for pending, result in zip(batch, results, strict=True):
                     if not pending.done.done():
                         pending.done.set_result(result)
                 self._inflight = []
+                if fatal:
+                    self.fatal_arrived.set()
                 if any(r.stored for r in results):
                     self.arrived.set()
 
@@ -227,48 +291,39 @@ class Inbox:
             rows += len(pending.records)
         return batch
 
-    async def _commit(self, batch: Sequence[_Pending]) -> list[Appended]:
-        """One transaction for the whole batch, in a handful of round trips to SQLite's thread.
+    async def _commit(self, batch: Sequence[_Pending]) -> tuple[list[Appended], bool]:
+        """One transaction for the whole batch, in a handful of round trips to SQLite's thread; returns
+        each request's counts and whether a fatal row was stored.
 
         Which rows are duplicates is worked out up front (one lookup of the batch's keys, plus the
         batch's own repeats), so every request learns its own counts from a single multi-row insert.
         """
         rows = [r for pending in batch for r in pending.records]
-        async with self._write_lock, self._lock:
-            await self._db.execute("BEGIN IMMEDIATE")
-            try:
-                seen = await self._existing(rows)
-                results: list[Appended] = []
-                fresh: list[Record] = []
-                for pending in batch:
-                    flags: list[bool] = []
-                    for record in pending.records:
-                        key = (record.source, record.fingerprint, record.starts_at, record.status)
-                        flags.append(key not in seen)
-                        if flags[-1]:
-                            seen.add(key)
-                            fresh.append(record)
-                    stored = sum(flags)
-                    results.append(
-                        Appended(stored=stored, duplicates=len(flags) - stored, fresh=tuple(flags))
-                    )
-                await self._db.executemany(
-                    "INSERT OR IGNORE INTO inbox "
-                    "(source, fingerprint, starts_at, status, node, payload, received_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (r.source, r.fingerprint, r.starts_at, r.status, r.node, r.payload, r.received_at)
-                        for r in fresh
-                    ],
-                )
-                await self._db.commit()
-            except BaseException:
-                await self._db.rollback()
-                raise
+        async with transactions.transaction(self._db, write_lock=self._write_lock, lock=self._lock):
+            seen = await self._existing(rows)
+            results: list[Appended] = []
+            fresh: list[tuple[str, str, str, str, str | None, str, str, str]] = []
+            for pending in batch:
+                flags: list[bool] = []
+                for r in pending.records:
+                    key = (r.source, r.fingerprint, r.starts_at, r.status)
+                    flags.append(key not in seen)
+                    if flags[-1]:
+                        seen.add(key)
+                        lane = self._lane(r).value
+                        fresh.append((*key, r.node, r.payload, r.received_at, lane))
+                stored = sum(flags)
+                results.append(Appended(stored=stored, duplicates=len(flags) - stored, fresh=tuple(flags)))
+            await self._db.executemany(
+                "INSERT OR IGNORE INTO inbox "
+                "(source, fingerprint, starts_at, status, node, payload, received_at, lane) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                fresh,
+            )
         self.commits += 1
         if self._on_commit is not None:
             self._on_commit(len(batch))
-        return results
+        return results, any(row[-1] == Lane.FATAL.value for row in fresh)
 
     async def _existing(self, rows: Sequence[Record]) -> set[tuple[str, str, str, str]]:
         """Dedup keys of `rows` already stored (inside the caller's transaction)."""
@@ -289,13 +344,15 @@ class Inbox:
                     found.update((a, b, c, d) for a, b, c, d in await cursor.fetchall())
         return found
 
-    async def pending(self, *, after_seq: int, limit: int) -> list[Row]:
+    async def pending(self, *, after_seq: int, limit: int, lane: Lane | None = None) -> list[Row]:
+        """Pending rows after `after_seq`, in order: of one lane, or of both."""
+        where, params = ("AND lane = ?", (lane.value,)) if lane is not None else ("", ())
         async with (
             self._lock,
             self._db.execute(
-                "SELECT seq, source, fingerprint, status, node, payload, received_at, attempts FROM inbox "
-                "WHERE state = 'pending' AND seq > ? ORDER BY seq LIMIT ?",
-                (after_seq, limit),
+                f"SELECT {_ROW_COLUMNS} FROM inbox "  # noqa: S608 - fixed fragments only
+                f"WHERE state = 'pending' {where} AND seq > ? ORDER BY seq LIMIT ?",
+                (*params, after_seq, limit),
             ) as cursor,
         ):
             return [Row(*row) for row in await cursor.fetchall()]
@@ -303,17 +360,11 @@ class Inbox:
     async def mark(self, seqs: Sequence[int], state: RowState, *, error: str | None = None) -> None:
         if not seqs:
             return
-        async with self._write_lock, self._lock:
-            await self._db.execute("BEGIN IMMEDIATE")
-            try:
-                await self._db.executemany(
-                    "UPDATE inbox SET state = ?, error = ?, attempts = attempts + 1 WHERE seq = ?",
-                    [(state.value, error, seq) for seq in seqs],
-                )
-                await self._db.commit()
-            except BaseException:
-                await self._db.rollback()
-                raise
+        async with transactions.transaction(self._db, write_lock=self._write_lock, lock=self._lock):
+            await self._db.executemany(
+                "UPDATE inbox SET state = ?, error = ?, attempts = attempts + 1 WHERE seq = ?",
+                [(state.value, error, seq) for seq in seqs],
+            )
 
     async def depth(self) -> int:
         async with (
@@ -333,8 +384,7 @@ class Inbox:
             async with self._db.execute("SELECT count(*) FROM inbox WHERE node IS NULL") as cursor:
                 row = await cursor.fetchone()
             async with self._db.execute(
-                "SELECT seq, source, fingerprint, status, node, payload, received_at, attempts FROM inbox "
-                "WHERE node IS NULL ORDER BY seq DESC LIMIT ?",
+                f"SELECT {_ROW_COLUMNS} FROM inbox WHERE node IS NULL ORDER BY seq DESC LIMIT ?",  # noqa: S608 - fixed fragments only
                 (limit,),
             ) as cursor:
                 newest = [Row(*r) for r in await cursor.fetchall()]

@@ -2,7 +2,8 @@
 `recheck_queue`) and by the journal that puts them together (`journal.Journal`).
 
 Reads hold the journal's own lock for the statement; writes take the write lock shared with the inbox
-first (see `Inbox`), and a multi-statement write runs in one `BEGIN IMMEDIATE` transaction.
+first (see `Inbox`), and a multi-statement write runs in one transaction (`transactions.transaction`, the
+store's one way to write).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import aiosqlite
+
+from app.store import transactions
 
 
 class JournalDb:
@@ -24,11 +27,5 @@ class JournalDb:
     async def _transaction(self) -> AsyncIterator[None]:
         """One write transaction under both locks: committed when the block ends, rolled back if it raises
         (a cancel included)."""
-        async with self._write_lock, self._lock:
-            await self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-                await self._db.commit()
-            except BaseException:
-                await self._db.rollback()
-                raise
+        async with transactions.transaction(self._db, write_lock=self._write_lock, lock=self._lock):
+            yield

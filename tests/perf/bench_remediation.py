@@ -81,7 +81,11 @@ def _policy(tmp: Path) -> Path:
     return path
 
 
-async def _world(tmp: Path, nodes: int) -> tuple[asyncio.subprocess.Process, Timed, Any, TestServer]:
+async def _world(
+    tmp: Path, nodes: int, *, pipeline: dict[str, Any] | None = None
+) -> tuple[asyncio.subprocess.Process, Timed, Any, TestServer]:
+    """The simulated API server (its own process), a client on it, and Sickbay in process; `pipeline`:
+    the pipeline's settings (this benchmark's, for a storm, by default)."""
     # The API server runs in its own process, as a real one would: it must not share Sickbay's core.
     seed = tmp / "seed.yaml"
     seed.write_text(yaml.safe_dump(_seed(nodes)))
@@ -113,7 +117,7 @@ async def _world(tmp: Path, nodes: int) -> tuple[asyncio.subprocess.Process, Tim
         reconcile_interval_s=3600,
         policy_file=_policy(tmp),
         log_level="WARNING",
-        pipeline={"node_concurrency": 64, "poll_interval_s": 0.05},
+        pipeline={"node_concurrency": 64, "poll_interval_s": 0.05} if pipeline is None else pipeline,
     )
     server = TestServer(build_app(settings, kube=timed))  # type: ignore[arg-type]
     await server.start_server()

@@ -7,6 +7,7 @@ Each `cleanup_ctx` step here creates its parts on start-up and closes them, in r
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,7 +31,7 @@ from app.ingest import signals
 from app.kube import client as kube_client
 from app.kube import port
 from app.kube.retries import RetryPolicy
-from app.service import pipeline, schedule
+from app.service import lanes, pipeline, schedule
 from app.service.runtime.reviewing import KubeReviewer
 from app.service.runtime.services import SERVICES, Services
 from app.store import deadletter
@@ -63,6 +64,7 @@ async def open_storage(app: web.Application) -> AsyncIterator[None]:
         max_batch_rows=settings.inbox.max_batch_rows,
         on_commit=services.metrics.commit_requests.observe,
         write_lock=write_lock,
+        lane_of=functools.partial(lanes.lane_of, rules=services.rules),
     )
     journal_db = await connect_journal_db(path, durable=False)
     services.inbox, services.journal = inbox, await Journal.open(journal_db, write_lock=write_lock)
@@ -146,6 +148,7 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
         executor=executor,
         urgency=urgency,
         shadow=services.shadow,
+        dead_letters=services.dead_letters,
         clock=services.clock,
     )
     try:
