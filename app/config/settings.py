@@ -41,6 +41,9 @@ class AuthSettings(BaseModel):
     token: SecretStr | None = None
     username: str | None = None
     password: SecretStr | None = None
+    # `mode: none` on a bind other than loopback lets anyone who reaches the port post alerts and reset
+    # the breaker: `sickbay serve` refuses to start that way unless this says it is meant.
+    allow_none_on_public_bind: bool = False
 
     @model_validator(mode="after")
     def _credentials_present(self) -> AuthSettings:
@@ -49,6 +52,58 @@ class AuthSettings(BaseModel):
         if self.mode == "basic" and not (self.username and self.password):
             raise ValueError("auth.mode 'basic' needs auth.username and auth.password")
         return self
+
+
+class TlsSettings(BaseModel):
+    """HTTPS for the listener: a PEM certificate chain and its key (a cert-manager Secret mounts both).
+
+    With both files set the port speaks TLS only. The files are re-read when either one's modification
+    time changes (checked every `reload_interval_s`), so a renewed certificate is served without a restart.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    reload_interval_s: float = Field(default=30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> TlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("tls needs both cert_file and key_file (or neither)")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert_file is not None
+
+
+class HttpSettings(BaseModel):
+    """Connection limits of the listener."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # aiohttp arms one timer per connection when it opens and again after each response: a connection
+    # that has not sent complete request headers (or its next request) within this many seconds is
+    # closed. It is both the idle timeout and the header-read timeout (slow clients, idle floods).
+    idle_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+
+
+class ReadSettings(BaseModel):
+    """The read routes' share of the API server (`GET /`, `/api/v1/nodes[/{name}]`).
+
+    Reads are served from a short cache, one API call per key however many readers wait on it, and the
+    calls they do make draw on their own small budget and client limiter, so a flood of readers never
+    takes the tokens remediation needs. Past the budget a read answers 429 (the status page says so).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cache_ttl_s: float = Field(default=3.0, ge=0, le=300)
+    qps: float = Field(default=5.0, gt=0)
+    burst: int = Field(default=10, ge=1)
+    # How many distinct keys (node names, selectors) the cache holds at most.
+    max_entries: int = Field(default=1024, ge=1)
 
 
 class InboxSettings(BaseModel):
@@ -167,6 +222,9 @@ class Settings(BaseSettings):
     # Bearer by default and validated even when absent, so a service with no token refuses to start.
     auth: AuthSettings = Field(default_factory=AuthSettings.model_construct, validate_default=True)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    tls: TlsSettings = TlsSettings()
+    http: HttpSettings = HttpSettings()
+    reads: ReadSettings = ReadSettings()
     node_label_keys: tuple[str, ...] = DEFAULT_NODE_LABELS
     # A `pod` label equal to one of these, or to `<name>-<suffix>`, or whose `container` is one, or named
     # after the alert's `job`, is the scrape target, never the workload (see README, "Attribution").

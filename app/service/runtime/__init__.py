@@ -8,7 +8,9 @@ serves health and metrics. Reads no argv or environment (that is `cli`'s job).
 
 Modules: `services` (the container of live parts), `wiring` (scheduler, storage, cluster and actuators),
 `leadership` (the leader's loop and jobs), `prediction` (scoring, validation and retraining, started in
-the background), `routes` (the HTTP handlers). `build_app`, `load_rules`, `Services` and `SERVICES` are
+the background), `routes` (the HTTP handlers), `reads` (the read routes' cached, budgeted view of the
+cluster), `surface` (JSON-only POSTs, security headers), `listener` (TLS, timeouts, the refusal of
+unauthenticated public binds; what `sickbay serve` runs). `build_app`, `load_rules`, `Services` and `SERVICES` are
 what the command line and the tests use.
 """
 
@@ -19,7 +21,7 @@ from aiohttp import web
 from app.config.settings import Settings
 from app.kube import port
 from app.obs.metrics import Metrics, create_metrics
-from app.service.runtime import leadership, prediction, routes, wiring
+from app.service.runtime import leadership, prediction, routes, surface, wiring
 from app.service.runtime.services import SERVICES, Clock, Services, load_rules, utc_now
 
 __all__ = ["SERVICES", "Services", "build_app", "load_rules", "utc_now"]
@@ -41,7 +43,10 @@ def build_app(
         kube=kube,
     )
     # Our own size check streams the body and answers 413 with JSON; aiohttp's limit must not pre-empt it.
-    app = web.Application(client_max_size=settings.max_body_bytes * 2, middlewares=[routes.observe])
+    app = web.Application(
+        client_max_size=settings.max_body_bytes * 2,
+        middlewares=[routes.observe, surface.security_headers, surface.require_json_posts],
+    )
     app[SERVICES] = services
     app.cleanup_ctx.append(wiring.run_scheduler)
     app.cleanup_ctx.append(wiring.open_storage)

@@ -96,11 +96,11 @@ async def _rejected(request: web.Request) -> web.StreamResponse:
 
 
 async def _nodes(request: web.Request) -> web.StreamResponse:
-    return await api.nodes(request, request.app[SERVICES].kube)
+    return await api.nodes(request, request.app[SERVICES].reads)
 
 
 async def _node(request: web.Request) -> web.StreamResponse:
-    return await api.node(request, request.app[SERVICES].kube, _journal(request))
+    return await api.node(request, request.app[SERVICES].reads, _journal(request))
 
 
 async def _breaker(request: web.Request) -> web.StreamResponse:
@@ -141,9 +141,11 @@ async def _status_page(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     journal = _journal(request)
     nodes = None
-    if services.kube is not None:
+    if services.reads is not None:
         try:
-            nodes = await services.kube.list_nodes(label_selector=footprint.STATE)
+            nodes = await services.reads.list_nodes(label_selector=footprint.STATE)
+        except kube_errors.TooManyRequestsError:
+            pass  # the read budget is spent (a flood of readers): the page says nodes are unavailable
         except kube_errors.KubeError as exc:
             log.warning("status page: cannot list nodes: %s", exc)
     html = status.render(

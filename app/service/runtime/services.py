@@ -27,6 +27,7 @@ from app.store import deadletter, inbox, journal
 
 if TYPE_CHECKING:
     from app.service import retraining_job, scoring_job, validation
+    from app.service.runtime import reads
 
 Clock = Callable[[], datetime]
 
@@ -48,6 +49,8 @@ class Services:
     journal: journal.Journal | None = None
     pipeline: pipeline.Pipeline | None = None
     kube: port.KubePort | None = None
+    # What the read routes read the cluster through (cached, on their own budget); None without a cluster.
+    reads: reads.NodeReads | None = None
     gates: GateKeeper | None = None
     reconciler: Reconciler | None = None
     scheduler: schedule.Scheduler | None = None

@@ -31,6 +31,7 @@ from app.kube import client as kube_client
 from app.kube import port
 from app.kube.retries import RetryPolicy
 from app.service import pipeline, schedule
+from app.service.runtime import reads
 from app.service.runtime.services import SERVICES, Services
 from app.store import deadletter
 from app.store.inbox import Inbox, record_of
@@ -107,6 +108,8 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
         )
         services.kube = own_client
     kube = services.kube
+    if kube is not None:
+        services.reads = _reads(services, kube, own_client)
     executor: Executor | None = None
     drainer: Drainer | None = None
     restarter: Restarter | None = None
@@ -143,6 +146,20 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
             await restarter.stop()
         if own_client is not None:
             await own_client.close()
+
+
+def _reads(
+    services: Services, kube: port.KubePort, own_client: kube_client.KubeClient | None
+) -> reads.NodeReads:
+    """The read routes' view of the cluster: cached, on its own budget and, with our own client, on a
+    token bucket of its own (the same connection pool), so readers never spend remediation's tokens."""
+    budget = services.settings.reads
+    source: port.KubePort = kube
+    if own_client is not None:
+        source = own_client.with_own_limiter(qps=budget.qps, burst=budget.burst)
+    return reads.NodeReads(
+        source, ttl_s=budget.cache_ttl_s, qps=budget.qps, burst=budget.burst, max_entries=budget.max_entries
+    )
 
 
 async def _actuators(
