@@ -21,6 +21,7 @@ from tests.payloads import alert, webhook
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+JSON = {"Content-Type": "application/json"}
 
 
 def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
@@ -140,11 +141,11 @@ async def test_a_body_invalid_as_a_whole_is_a_4xx_that_changes_nothing(
 async def test_resetting_the_breaker_needs_the_webhook_credentials(
     client: TestClient[Any, Any], headers: dict[str, str], problem: str
 ) -> None:
-    response = await client.post("/api/v1/breaker/reset", headers=headers)
+    response = await client.post("/api/v1/breaker/reset", headers={**headers, **JSON})
     assert response.status == 401
     assert response.content_type == "application/json"
     assert await response.json() == {"error": "unauthorized", "message": problem}
-    allowed = await client.post("/api/v1/breaker/reset", headers=AUTH)
+    allowed = await client.post("/api/v1/breaker/reset", headers={**AUTH, **JSON})
     assert allowed.status == 404, "past the credentials: no cluster configured here"
 
 
@@ -177,9 +178,11 @@ async def test_basic_auth(tmp_path: Path, aiohttp_client: Callable[[web.Applicat
     )
     client = await aiohttp_client(build_app(settings))
     body = json.dumps(webhook()).encode()
-    ok = await client.post("/api/v1/alerts", data=body, headers={"Authorization": "Basic YW06cHc="})
+    ok = await client.post("/api/v1/alerts", data=body, headers={"Authorization": "Basic YW06cHc=", **JSON})
     assert ok.status == 200
-    wrong = await client.post("/api/v1/alerts", data=body, headers={"Authorization": "Basic YW06eHg="})
+    wrong = await client.post(
+        "/api/v1/alerts", data=body, headers={"Authorization": "Basic YW06eHg=", **JSON}
+    )
     assert wrong.status == 401
 
 

@@ -201,7 +201,7 @@ async def test_the_operator_endpoints_need_credentials_and_say_what_they_did(
     client = await aiohttp_client(build_app(settings))
     auth = {"Authorization": "Bearer t0ken"}
     assert (await client.post("/api/v1/model/validate", json={"force": True})).status == 401
-    assert (await client.post("/api/v1/model/shadow")).status == 401
+    assert (await client.post("/api/v1/model/shadow", json={})).status == 401
 
     # No Prometheus: only the operator's word can validate.
     refused = await client.post("/api/v1/model/validate", json={}, headers=auth)
@@ -219,5 +219,7 @@ async def test_the_operator_endpoints_need_credentials_and_say_what_they_did(
     )
     back = await (await client.post("/api/v1/model/shadow", json={"version": "v7"}, headers=auth)).json()
     assert (back["mode"], back["reason"], back["held"]) == ("shadow", "operator", True)
-    bad = await client.post("/api/v1/model/shadow", data=b"[1]", headers=auth)
+    bad = await client.post(
+        "/api/v1/model/shadow", data=b"[1]", headers={**auth, "Content-Type": "application/json"}
+    )
     assert bad.status == 400

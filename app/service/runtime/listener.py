@@ -152,4 +152,3 @@ def serve(app: web.Application, settings: Settings, *, say: Callable[[str], None
         print=say,
         access_log=None,
     )
-
