@@ -18,17 +18,18 @@ from pathlib import Path
 
 from tests.integration.test_alertmanager_delivery import (
     TOKEN,
-    alertmanager,  # noqa: F401 - the fixture, used by name
+    alertmanager,  # noqa: F401 - the fixture
     amtool_add,
     fault_seqs,
     inbox_rows,
     metric,
-    pytestmark,  # noqa: F401 - the same marks: slow, real clock, skipped without Alertmanager
     wait_for,
 )
+from tests.integration.test_alertmanager_delivery import pytestmark as _delivery_marks
 from tests.tlsfiles import make_tls, needs_openssl
 
-pytestmark = [*pytestmark, needs_openssl]  # noqa: F811
+# The same marks as the plain delivery test (slow, real clock, skipped without Alertmanager), and openssl.
+pytestmark = [*_delivery_marks, needs_openssl]
 
 FATAL = {
     "alertname": "GpuXidFatal",
@@ -51,7 +52,9 @@ def fetch(url: str, *, context: ssl.SSLContext | None = None) -> tuple[int, byte
 
 
 def test_alertmanager_delivers_over_tls_and_plain_http_is_refused(
-    sickbay_server, alertmanager, tmp_path: Path
+    sickbay_server,
+    alertmanager,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
 ) -> None:
     tls = make_tls(tmp_path / "tls")
     server = sickbay_server(token=TOKEN, tls=tls)

@@ -18,6 +18,7 @@ import ipaddress
 import logging
 import os
 import ssl
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -65,16 +66,28 @@ def stamp(settings: TlsSettings) -> Stamp | None:
 
 
 def reload_if_changed(context: ssl.SSLContext, settings: TlsSettings, seen: Stamp | None) -> Stamp | None:
-    """Re-read the pair into `context` when the files changed since `seen`; the stamp now in use."""
+    """Re-read the pair into `context` when the files changed since `seen`; the stamp now in use.
+
+    OpenSSL replaces the certificate before it checks the key, so loading a mismatched pair straight into
+    the live context would leave it serving a certificate without its key. The pair is therefore read
+    once, loaded into a scratch context to prove it, and only then into the live one, from the same bytes.
+    """
     now = stamp(settings)
     if now is None or now == seen:
         return seen
+    cert_file, key_file = _pair(settings)
     try:
-        context.load_cert_chain(*_pair(settings))
+        with tempfile.TemporaryDirectory(prefix="sickbay-tls-") as scratch:
+            cert, key = Path(scratch) / "tls.crt", Path(scratch) / "tls.key"
+            cert.write_bytes(cert_file.read_bytes())
+            key.touch(mode=0o600)
+            key.write_bytes(key_file.read_bytes())
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+            context.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as exc:
         log.warning("tls: the changed certificate does not load (kept the old one, will retry): %s", exc)
         return seen
-    log.info("tls: reloaded the certificate from %s", settings.cert_file)
+    log.info("tls: reloaded the certificate from %s", cert_file)
     return now
 
 
