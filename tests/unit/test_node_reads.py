@@ -11,7 +11,7 @@ import pytest
 from app.domain import NodeState
 from app.kube import errors
 from app.kube.ratelimit import TokenBucket
-from app.service.runtime.reads import NodeReads
+from app.service.runtime.reads import NodeReads, ReadCache
 
 
 @dataclass
@@ -49,7 +49,8 @@ class SlowPort:
 def reads_on(
     port: SlowPort, clock: Clock, *, ttl: float = 3.0, qps: float = 1.0, burst: int = 2
 ) -> NodeReads:
-    return NodeReads(port, ttl_s=ttl, qps=qps, burst=burst, max_entries=3, clock=clock)
+    cache = ReadCache(ttl_s=ttl, max_entries=3, clock=clock)
+    return NodeReads(port, cache=cache, qps=qps, burst=burst, clock=clock)
 
 
 async def test_concurrent_readers_of_one_key_share_one_call() -> None:

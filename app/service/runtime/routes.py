@@ -20,6 +20,7 @@ from app.decide import footprint
 from app.ingest import auth, handlers
 from app.kube import errors as kube_errors
 from app.service import api, status
+from app.service.runtime import reads
 from app.service.runtime.services import SERVICES, Services
 from app.store import deadletter
 from app.store.journal import Journal
@@ -96,11 +97,17 @@ async def _rejected(request: web.Request) -> web.StreamResponse:
 
 
 async def _nodes(request: web.Request) -> web.StreamResponse:
-    return await api.nodes(request, request.app[SERVICES].reads)
+    async def answer(request: web.Request) -> web.StreamResponse:
+        return await api.nodes(request, request.app[SERVICES].reads)
+
+    return await reads.answer(request, "/api/v1/nodes", answer)
 
 
 async def _node(request: web.Request) -> web.StreamResponse:
-    return await api.node(request, request.app[SERVICES].reads, _journal(request))
+    async def answer(request: web.Request) -> web.StreamResponse:
+        return await api.node(request, request.app[SERVICES].reads, _journal(request))
+
+    return await reads.answer(request, f"/api/v1/nodes/{request.match_info['name']}", answer)
 
 
 async def _breaker(request: web.Request) -> web.StreamResponse:
@@ -138,6 +145,10 @@ async def _model_shadow(request: web.Request) -> web.StreamResponse:
 
 
 async def _status_page(request: web.Request) -> web.StreamResponse:
+    return await reads.answer(request, "/", _render_status_page)
+
+
+async def _render_status_page(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     journal = _journal(request)
     nodes = None

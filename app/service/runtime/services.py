@@ -17,6 +17,7 @@ from aiohttp import web
 from app.act.gatekeeper import GateKeeper
 from app.act.reconcile import Reconciler
 from app.act.shadowing import ShadowKeeper
+from app.act.urgency import Urgency
 from app.classify import classifier
 from app.config import rules
 from app.config.settings import Settings
@@ -49,8 +50,12 @@ class Services:
     journal: journal.Journal | None = None
     pipeline: pipeline.Pipeline | None = None
     kube: port.KubePort | None = None
-    # What the read routes read the cluster through (cached, on their own budget); None without a cluster.
+    # The read routes' answers, kept a few seconds; and the nodes they show, read on their own budget
+    # (None without a cluster). Both set by `wiring.connect_cluster`.
+    read_cache: reads.ReadCache | None = None
     reads: reads.NodeReads | None = None
+    # Marks the stretches in which the pipeline turns signals into actions; reads wait for a calm moment.
+    urgency: Urgency | None = None
     gates: GateKeeper | None = None
     reconciler: Reconciler | None = None
     scheduler: schedule.Scheduler | None = None

@@ -108,13 +108,15 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
         )
         services.kube = own_client
     kube = services.kube
+    budget = settings.reads
+    services.read_cache = reads.ReadCache(ttl_s=budget.cache_ttl_s, max_entries=budget.max_entries)
     if kube is not None:
-        services.reads = _reads(services, kube, own_client)
+        services.reads = _reads(services, kube, own_client, services.read_cache)
     executor: Executor | None = None
     drainer: Drainer | None = None
     restarter: Restarter | None = None
     writer: NodeWriter | None = None
-    urgency = Urgency()
+    urgency = services.urgency = Urgency()
     if kube is not None:
         executor, drainer, restarter, writer = await _actuators(services, kube, journal, inbox, urgency)
         assert services.shadow is not None
@@ -149,7 +151,10 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
 
 
 def _reads(
-    services: Services, kube: port.KubePort, own_client: kube_client.KubeClient | None
+    services: Services,
+    kube: port.KubePort,
+    own_client: kube_client.KubeClient | None,
+    cache: reads.ReadCache,
 ) -> reads.NodeReads:
     """The read routes' view of the cluster: cached, on its own budget and, with our own client, on a
     token bucket of its own (the same connection pool), so readers never spend remediation's tokens."""
@@ -157,9 +162,7 @@ def _reads(
     source: port.KubePort = kube
     if own_client is not None:
         source = own_client.with_own_limiter(qps=budget.qps, burst=budget.burst)
-    return reads.NodeReads(
-        source, ttl_s=budget.cache_ttl_s, qps=budget.qps, burst=budget.burst, max_entries=budget.max_entries
-    )
+    return reads.NodeReads(source, cache=cache, qps=budget.qps, burst=budget.burst)
 
 
 async def _actuators(
