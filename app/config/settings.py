@@ -102,6 +102,12 @@ class ReadSettings(BaseModel):
     cache_ttl_s: float = Field(default=3.0, ge=0, le=300)
     qps: float = Field(default=5.0, gt=0)
     burst: int = Field(default=10, ge=1)
+    # How many read requests are served a second, however cheap (a cached answer still costs the event
+    # loop that remediation runs on): the rest wait their turn, up to `max_wait_s`, then get 429. Readers
+    # who wait send nothing more, so a flood paces itself to this rate.
+    requests_per_s: float = Field(default=100.0, gt=0)
+    requests_burst: int = Field(default=50, ge=1)
+    max_wait_s: float = Field(default=30.0, ge=0, le=600)
     # How many distinct keys (node names, selectors) the cache holds at most.
     max_entries: int = Field(default=1024, ge=1)
 

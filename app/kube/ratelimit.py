@@ -60,6 +60,16 @@ class TokenBucket:
         self._tokens -= 1.0
         return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
+    def reserve_within(self, max_wait: float) -> float | None:
+        """Like `reserve`, but only when the token is due within `max_wait` seconds: the wait, or None
+        (and nothing taken) when the line is longer than that."""
+        self._refill()
+        wait = 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / self.qps
+        if wait > max_wait:
+            return None
+        self._tokens -= 1.0
+        return wait
+
     def try_take(self) -> bool:
         """Take one token if one is saved up now; never waits, never borrows from the future.
 

@@ -189,3 +189,16 @@ async def test_read_routes_wait_while_the_pipeline_acts(
         assert (await client.get("/healthz")).status == 200  # health and metrics never wait
     response = await asyncio.wait_for(reading, 30)
     assert response.status == 200
+
+
+async def test_readers_past_the_request_rate_wait_their_turn_then_are_told_to_come_back(
+    tmp_path: Path, aiohttp_client: Callable[[web.Application], Any]
+) -> None:
+    settings = open_settings(tmp_path, reads={"requests_per_s": 0.001, "requests_burst": 2, "max_wait_s": 0})
+    client = await aiohttp_client(build_app(settings, kube=CountingPort()))  # type: ignore[arg-type]
+    assert (await client.get("/")).status == 200
+    assert (await client.get("/api/v1/nodes")).status == 200
+    refused = await client.get("/api/v1/nodes/gpu-a-00")  # the line is longer than max_wait_s
+    assert refused.status == 429
+    assert refused.headers["Retry-After"] == "1"
+    assert (await client.get("/healthz")).status == 200  # only the read routes are paced

@@ -144,3 +144,14 @@ def test_try_take_spends_only_saved_tokens_and_never_delays_reservations() -> No
     assert not bucket.try_take()  # the token that came back is the reservation's
     clock.now = 1.0
     assert bucket.try_take()
+
+
+def test_reserve_within_takes_a_token_only_when_it_is_due_in_time() -> None:
+    clock = Clock(now=0.0)
+    bucket = TokenBucket(qps=1.0, burst=1, clock=clock)
+    assert bucket.reserve_within(0.0) == 0.0
+    assert bucket.reserve_within(0.5) is None  # due in 1 s: refused, nothing taken
+    assert bucket.reserve_within(1.0) == pytest.approx(1.0)  # due in 1 s: taken
+    assert bucket.reserve_within(1.5) is None  # the next is due in 2 s
+    clock.now = 2.0
+    assert bucket.reserve_within(0.0) == 0.0

@@ -12,8 +12,10 @@ Here:
   queued when none is saved up. The client behind it paces on a bucket of its own
   (`KubeClient.with_own_limiter`), so a read never holds a token a quarantine waits for;
 - `answer` serves a read route's whole response from the cache (one page render, one journal query
-  per key per TTL), and first waits for `Urgency.calm()`: while the pipeline is turning a signal into
-  actions the readers wait, so a flood of them slows itself down instead of the quarantine.
+  per key per TTL). Before that each request waits its turn at `reads.requests_per_s` (429 past
+  `max_wait_s`), and then for `Urgency.calm()` while the pipeline turns a signal into actions: even a
+  cached answer costs the event loop remediation runs on, and readers who wait send nothing more, so a
+  flood of them paces itself instead of slowing the quarantine.
 
 It serves what the read routes show and nothing else: the pipeline and the actuators read the cluster
 through the port directly, never through this cache.
@@ -202,6 +204,17 @@ async def answer(request: web.Request, key: str, handler: Handler) -> web.Stream
     `key` must name everything the response depends on (the route and its path parameters)."""
     services = request.app[SERVICES]
     cache = services.read_cache
+    if services.read_pace is not None:
+        wait = services.read_pace.reserve_within(services.settings.reads.max_wait_s)
+        if wait is None:
+            retry = str(max(1, round(services.settings.reads.max_wait_s)))
+            return web.json_response(
+                {"error": "busy", "message": "too many readers; try again later"},
+                status=429,
+                headers={"Retry-After": retry},
+            )
+        if wait > 0:
+            await asyncio.sleep(wait)
     if services.urgency is not None:
         await services.urgency.calm()
     if cache is None:

@@ -22,6 +22,7 @@ from app.classify import classifier
 from app.config import rules
 from app.config.settings import Settings
 from app.kube import port
+from app.kube.ratelimit import TokenBucket
 from app.obs.metrics import Metrics
 from app.service import pipeline, schedule
 from app.store import deadletter, inbox, journal
@@ -53,6 +54,7 @@ class Services:
     # The read routes' answers, kept a few seconds; and the nodes they show, read on their own budget
     # (None without a cluster). Both set by `wiring.connect_cluster`.
     read_cache: reads.ReadCache | None = None
+    read_pace: TokenBucket | None = None  # the read routes' requests per second, cached or not
     reads: reads.NodeReads | None = None
     # Marks the stretches in which the pipeline turns signals into actions; reads wait for a calm moment.
     urgency: Urgency | None = None

@@ -29,6 +29,7 @@ from app.domain import PodRef, Signal
 from app.ingest import signals
 from app.kube import client as kube_client
 from app.kube import port
+from app.kube.ratelimit import TokenBucket
 from app.kube.retries import RetryPolicy
 from app.service import pipeline, schedule
 from app.service.runtime import reads
@@ -110,6 +111,7 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
     kube = services.kube
     budget = settings.reads
     services.read_cache = reads.ReadCache(ttl_s=budget.cache_ttl_s, max_entries=budget.max_entries)
+    services.read_pace = TokenBucket(qps=budget.requests_per_s, burst=budget.requests_burst)
     if kube is not None:
         services.reads = _reads(services, kube, own_client, services.read_cache)
     executor: Executor | None = None
