@@ -226,9 +226,7 @@ async def answer(request: web.Request, key: str, handler: Handler) -> web.Stream
         except web.HTTPException as exc:  # e.g. 503 while starting: served, not kept
             return _Answer(exc.status, (exc.text or "").encode(), exc.content_type, "utf-8", ())
         assert isinstance(response, web.Response), "read routes answer whole responses"
-        extra = tuple(
-            (name, value) for name, value in response.headers.items() if name not in _OWN_HEADERS
-        )
+        extra = tuple((name, value) for name, value in response.headers.items() if name not in _OWN_HEADERS)
         body = response.body if isinstance(response.body, bytes) else b""
         return _Answer(response.status, body, response.content_type, response.charset, extra)
 
