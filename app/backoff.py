@@ -1,7 +1,7 @@
 """The one exponential backoff: how long to wait before the n-th retry of anything.
 
 Every retry in Sickbay waits by this arithmetic: API calls (`kube.retries`), node writes that lost a race
-(`kube.conflicts`), evictions a budget refused (`act.drain`), polls for departing pods (`act.departures`),
+(`kube.conflicts`), evictions a budget refused (`decide.drain_deadline`), polls for departing pods (`act.departures`),
 inbox rows that failed (`pipeline`), restarts of a workload and re-checks of a soft signal (`decide`, from
 the policy's `retry`), the agent's deliveries (`agent.pusher`), the leader's renewals and crashed
 background jobs. Callers own what is retried and when to stop; this value only says how long to wait.

@@ -1,9 +1,10 @@
 """The at-risk taint's writes: set it to the level the proactive ladder asks for, or remove it.
 
 Each is one read and one write guarded by its `resourceVersion` (a 409 reads again). Which level the node
-may carry is `decide.proactive.taint_step`'s answer; this only reads, locks and writes. The step to `act`
-holds `GateKeeper.proactive_lock` from its fresh node list through its write, so the budget measured on
-that list and the write are one decision and two nodes never both take the last slot.
+may carry is `decide.proactive.taint_step`'s answer, and what removing it writes `clear_step`'s; this only
+reads, locks and writes. The step to `act` holds `GateKeeper.proactive_lock` from its fresh node list
+through its write, so the budget measured on that list and the write are one decision and two nodes never
+both take the last slot.
 """
 
 from __future__ import annotations
@@ -130,16 +131,9 @@ class AtRiskWriter:
                 node = await self._kube.get_node(name)
             except errors.NotFoundError:
                 return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "node not found")
-            current = footprint.quarantined_class(node)
-            if current is not None:
-                return self._recorder.outcome(
-                    action,
-                    OutcomeStatus.SKIPPED,
-                    f"quarantined for {current.value}: left alone, its release removes the at-risk taint",
-                )
-            patch = footprint.clear_at_risk_patch(node)
-            if patch.empty:
-                return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "no at-risk taint to remove")
+            patch = proactive.clear_step(node)
+            if isinstance(patch, proactive.LeaveAlone):
+                return self._recorder.outcome(action, OutcomeStatus.SKIPPED, patch.why)
             if self._dry_run:
                 return self._recorder.outcome(
                     action, OutcomeStatus.DRY_RUN, f"would patch: {nodes.describe(patch)}"

@@ -9,6 +9,9 @@ to a new pod), means the pod is already gone: done. Any other failure is for goo
 `delete` after the deadline still waits for the deletion. The drain ends in a `DrainResult`; what follows
 it (a hand-off, or `drain-failed`) is `handoff`'s business.
 
+When to retry, what the deadline then means and how long a pod is waited for are `decide.drain_deadline`'s
+answers; this keeps the time, sleeps, calls the API and reports, and compares nothing with the deadline.
+
 One drain task per node; the pods being evicted are remembered so concurrent plans never evict a pod twice.
 """
 
@@ -19,24 +22,18 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from app import backoff
 from app.act import departures
 from app.act.recorder import Recorder
 from app.act.urgency import Urgency
 from app.config import rules
-from app.decide import drains, evictions
+from app.decide import drain_deadline, drains, evictions
 from app.domain import Action, ActionKind, Outcome, OutcomeStatus, PodRef, PodState, Track
 from app.kube import errors, port
 from app.obs.metrics import Metrics
 
 log = logging.getLogger("app.act")
 _MAX_PARALLEL_EVICTIONS = 8
-# After its grace period a pod's containers are killed; the kubelet's final delete follows within its
-# status sync. A pod still there this long after that is stuck (a dead kubelet, a finalizer).
-_KUBELET_SLACK_S = 15.0
 _IN_PROGRESS = "eviction already in progress"
-# After a budget's 429: 1 s, 2 s, … up to 30 s between tries, until the drain deadline.
-EVICTION_RETRY = backoff.Backoff(base=1.0, cap=30.0)
 
 
 class Drainer:
@@ -111,7 +108,7 @@ class Drainer:
         # The event loop's clock, not the wall clock: monotonic, and fast-forwarded in tests (looptime).
         loop = asyncio.get_running_loop()
         started = loop.time()
-        deadline = started + self._policy.deadline.total_seconds()
+        deadline = drain_deadline.deadline(started, self._policy)
         if first is not None:
             try:
                 await first()
@@ -161,9 +158,9 @@ class Drainer:
             async with slots:
                 outcome = await self.evict(pod, node=node, reason=reason, deadline=deadline)
             if outcome.status is OutcomeStatus.APPLIED or outcome.detail == _IN_PROGRESS:
-                # Its kubelet has the grace period to stop it, even past the drain deadline (a `delete`
-                # after the deadline waits for the deletion it asked for).
-                until = max(deadline, loop.time() + pod.grace_period_s + _KUBELET_SLACK_S)
+                until = drain_deadline.departure_wait_until(
+                    deadline=deadline, grace_period_s=pod.grace_period_s, now=loop.time()
+                )
                 leaving.append(departures.Departure(pod.ref, pod.uid, until, pod.grace_period_s))
             return outcome
 
@@ -211,20 +208,22 @@ class Drainer:
                 )
                 return self._recorder.outcome(action, OutcomeStatus.SKIPPED, gone, attempts=attempt)
             except errors.TooManyRequestsError as exc:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return await self._past_deadline(action, pod, attempt, str(exc))
-                delay = EVICTION_RETRY.delay(attempt)
-                wait = min(delay, remaining, max(exc.retry_after or 0.0, delay))
+                next_step = drain_deadline.after_refusal(
+                    attempt=attempt, deadline=deadline, policy=self._policy, now=loop.time()
+                )
+                if not isinstance(next_step, drain_deadline.RetryIn):
+                    return await self._past_deadline(
+                        action, pod, then=next_step, attempts=attempt, why=str(exc)
+                    )
                 log.info(
                     "eviction of %s refused (attempt %d: %s); will retry in %.1fs, %.0fs left before the drain deadline",
                     ref,
                     attempt,
                     "disruption budget" if exc.budget else "throttled",
-                    wait,
-                    remaining,
+                    next_step.seconds,
+                    next_step.left,
                 )
-                await self._sleep(wait)
+                await self._sleep(next_step.seconds)
                 continue
             except errors.KubeError as exc:
                 self._metrics.kube_errors.labels(kind="evict").inc()
@@ -234,10 +233,18 @@ class Drainer:
             )
             return self._recorder.outcome(action, OutcomeStatus.APPLIED, "evicted", attempts=attempt)
 
-    async def _past_deadline(self, action: Action, pod: PodState, attempts: int, why: str) -> Outcome:
+    async def _past_deadline(
+        self,
+        action: Action,
+        pod: PodState,
+        *,
+        then: drain_deadline.DeleteAtDeadline | drain_deadline.LeaveAtDeadline,
+        attempts: int,
+        why: str,
+    ) -> Outcome:
         self._metrics.evictions_blocked.inc()
         ref = pod.ref
-        if self._policy.on_deadline == "delete":
+        if isinstance(then, drain_deadline.DeleteAtDeadline):
             try:
                 await self._kube.delete_pod(pod.namespace, pod.name, uid=pod.uid or None)
             except (errors.NotFoundError, errors.ConflictError):

@@ -18,7 +18,7 @@ from app.act.conditions_in_order import InOrder
 from app.act.gatekeeper import GateKeeper
 from app.act.recorder import Recorder
 from app.act.urgency import Urgency
-from app.decide import footprint
+from app.decide import footprint, soft
 from app.domain import (
     Action,
     Condition,
@@ -161,7 +161,7 @@ class NodeWriter:
         """Raise (True) or clear (False) the soft-fault condition, with an Event when it changes.
 
         A lasting transient signal is made visible here, on the node, without touching its schedulability.
-        Idempotent: a condition already in the wanted state (same reason) is left alone, with no Event.
+        What to write, if anything, is `decide.soft.condition_write`'s answer (idempotent: no Event twice).
         """
         name = action.node
         assert name is not None
@@ -173,21 +173,16 @@ class NodeWriter:
             return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "node not found")
         except errors.KubeError as exc:
             return self._recorder.outcome(action, OutcomeStatus.FAILED, f"cannot read the node: {exc}")
-        if not node.managed:
-            return self._recorder.outcome(
-                action, OutcomeStatus.SKIPPED, "node opted out (sickbay.io/managed=false)"
-            )
-        current = node.condition(kind)
-        if raise_it:
-            wanted = footprint.soft_condition(
-                kind, reason=params.reason or "SoftFault", message=action.reason, now=self._clock()
-            )
-            if current is not None and (current.status, current.reason) == ("True", wanted.reason):
-                return self._recorder.outcome(action, OutcomeStatus.SKIPPED, f"{kind} is already True")
-        else:
-            if current is None or current.status != "True":
-                return self._recorder.outcome(action, OutcomeStatus.SKIPPED, f"{kind} was not raised")
-            wanted = footprint.soft_cleared(kind, message=action.reason, now=self._clock())
+        wanted = soft.condition_write(
+            node,
+            kind=kind,
+            raise_it=raise_it,
+            reason=params.reason,
+            message=action.reason,
+            now=self._clock(),
+        )
+        if isinstance(wanted, soft.Unchanged):
+            return self._recorder.outcome(action, OutcomeStatus.SKIPPED, wanted.why)
         if self._dry_run:
             return self._recorder.outcome(
                 action, OutcomeStatus.DRY_RUN, f"would set {kind}={wanted.status} ({wanted.reason})"

@@ -41,7 +41,7 @@ class ShadowKeeper:
     def __init__(
         self,
         *,
-        book: ValidationLog,
+        validation_log: ValidationLog,
         journal: Journal,
         policy: rules.Policy,
         fleet: str,
@@ -50,7 +50,7 @@ class ShadowKeeper:
         recorder: Recorder | None = None,
         own_pod: PodRef | None = None,
     ) -> None:
-        self._book = book
+        self._validation_log = validation_log
         self._journal = journal
         self._policy = policy.prediction.shadow
         self.fleet = fleet
@@ -68,7 +68,9 @@ class ShadowKeeper:
         self._recorder, self._own_pod = recorder, own_pod
 
     async def load(self) -> None:
-        self._standings = {r.version: _standing(r) for r in await self._book.latest(fleet=self.fleet)}
+        self._standings = {
+            r.version: _standing(r) for r in await self._validation_log.latest(fleet=self.fleet)
+        }
         raw = await self._journal.get(_GUARD_KEY + self.fleet)
         if raw:
             since = json.loads(raw).get("budget_full_since")
@@ -200,7 +202,7 @@ class ShadowKeeper:
             return after
 
     async def history(self, *, limit: int = 20) -> list[dict[str, Any]]:
-        return [row.as_dict() for row in await self._book.recent(fleet=self.fleet, limit=limit)]
+        return [row.as_dict() for row in await self._validation_log.recent(fleet=self.fleet, limit=limit)]
 
     def view(self, version: str | None = None) -> dict[str, Any]:
         """A version's standing (default: the current model's), for the API, the CLI and the status page."""
@@ -221,7 +223,7 @@ class ShadowKeeper:
 
     async def _set(self, standing: shadow.Standing, *, evidence: dict[str, Any] | None = None) -> None:
         s = standing
-        await self._book.append(
+        await self._validation_log.append(
             Row(
                 at=s.at,
                 version=s.version,

@@ -1,6 +1,9 @@
 """Reads what decide needs to know about a fault's surroundings: the node, its pods, their gangs, history,
 and for a predicted risk the GPU fleet its proactive budget is measured against.
 
+Which of these a fault needs, and from how far back, is `decide.situation.reads_for`'s answer; this only
+reads what it says.
+
 A read that fails degrades the situation (decide then plans from the fault alone, and `act` re-reads
 the node before any write), it never drops the signal.
 """
@@ -9,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from app.config import rules
-from app.decide import gates, groups, restart_policy
+from app.decide import gates, groups, situation
 from app.decide.situation import Situation
 from app.domain import Fault, FaultClass, PastFault, PodState
 from app.kube import errors, port
@@ -25,18 +28,17 @@ async def situation_of(
     fault: Fault, *, kube: port.KubePort | None, journal: Journal | None, policy: rules.Policy, now: datetime
 ) -> Situation:
     node_name = fault.node
+    if node_name is None:
+        return Situation.unknown()
+    reads = situation.reads_for(fault, policy=policy, now=now)
     history: tuple[PastFault, ...] = ()
     quarantines: tuple[datetime, ...] = ()
-    if journal is not None and node_name is not None:
-        if fault.fault_class in restart_policy.RETRY_CLASSES:
-            history = tuple(await journal.history(node=node_name, since=now - policy.escalation.window))
-        if fault.fault_class.is_hardware:
-            quarantines = tuple(await journal.quarantine_times(node=node_name, since=now - timedelta(days=7)))
-    if kube is None or node_name is None:
-        return Situation.unknown(history=history)
-    if fault.fault_class is FaultClass.TRANSIENT and policy.transient.escalate_to is None:
-        # A soft signal touches no pod and no node spec: its plan needs the history, not the cluster,
-        # and a storm of soft alerts must not spend the API budget that fatal faults need.
+    if journal is not None:
+        if reads.history_since is not None:
+            history = tuple(await journal.history(node=node_name, since=reads.history_since))
+        if reads.quarantines_since is not None:
+            quarantines = tuple(await journal.quarantine_times(node=node_name, since=reads.quarantines_since))
+    if kube is None or not reads.cluster:
         return Situation.unknown(history=history)
     try:
         # Concurrently: the fault-to-cordon latency is then one round trip for both reads.
@@ -47,14 +49,14 @@ async def situation_of(
     except errors.KubeError as exc:
         log.warning("could not read node %s for planning (%s); planning from the fault alone", node_name, exc)
         return Situation.unknown(history=history)
-    group_pods = await _group_pods(fault, pods, kube=kube, policy=policy)
+    group_pods = await _group_pods(pods, kube=kube, policy=policy) if reads.gangs else ()
     return Situation(
         node=node,
         pods_on_node=pods,
         group_pods=group_pods,
         history=history,
         quarantines=quarantines,
-        proactive=await _proactive_fleet(fault, kube=kube),
+        proactive=await _proactive_fleet(kube=kube) if reads.proactive_fleet else None,
     )
 
 
@@ -67,14 +69,12 @@ async def resolved_situation(fault: Fault, *, journal: Journal | None) -> Situat
     return Situation(node=None, soft_firing=firing)
 
 
-async def _proactive_fleet(fault: Fault, *, kube: port.KubePort) -> gates.ProactiveFleet | None:
+async def _proactive_fleet(*, kube: port.KubePort) -> gates.ProactiveFleet | None:
     """The GPU fleet for an at-risk fault's budget; None (act re-checks the budget) if it cannot be read.
 
     A full node list per risk *change* is cheap next to scoring, and `act` lists again under a lock
     anyway, so this read only lets the plan (and `explain`) say whether the node will be held at warn.
     """
-    if fault.fault_class is not FaultClass.AT_RISK or not fault.signal.firing:
-        return None
     try:
         return gates.ProactiveFleet.of(await kube.list_nodes())
     except errors.KubeError as exc:
@@ -83,18 +83,11 @@ async def _proactive_fleet(fault: Fault, *, kube: port.KubePort) -> gates.Proact
 
 
 async def _group_pods(
-    fault: Fault, pods: tuple[PodState, ...], *, kube: port.KubePort, policy: rules.Policy
+    pods: tuple[PodState, ...], *, kube: port.KubePort, policy: rules.Policy
 ) -> tuple[PodState, ...]:
-    """Pods of every gang that has a member on this node, wherever they run (only for restart-gang groups)."""
-    if not fault.fault_class.is_hardware:
-        return ()
-    wanted = {}
-    for pod in pods:
-        group = groups.group_of(pod, policy.workloads)
-        if group is not None and group.label and policy.workloads.policy_for(group.kind) == "restart-gang":
-            wanted[group.key] = group
+    """Pods of every restart-gang group that has a member on this node, wherever they run."""
     found: list[PodState] = []
-    for group in wanted.values():
+    for group in groups.gangs_among(pods, policy.workloads):
         try:
             found += await kube.list_pods(
                 namespace=group.namespace, label_selector=f"{group.label}={group.name}"

@@ -29,7 +29,8 @@ class AgentSettings(BaseSettings):
 
     # The service's base URL; events go to <service_url>/api/v1/gpu-events.
     service_url: AnyHttpUrl
-    # Bearer token, inline or (preferred, so it can rotate) a file read before every push.
+    # Bearer token, inline or (preferred, so it can rotate) a file read before every push: in a cluster the
+    # pod's projected ServiceAccount token for audience `sickbay`, which the kubelet rotates (the DaemonSet).
     token: SecretStr | None = None
     token_file: Path | None = None
     # The Kubernetes node name, from the downward API (`NODE_NAME`); the host name when run by hand.

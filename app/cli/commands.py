@@ -103,4 +103,6 @@ def _add_model(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _add_service_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=DEFAULT_URL, help=f"the service's base URL (default {DEFAULT_URL})")
-    parser.add_argument("--token", help="bearer token (default: $SICKBAY_AUTH__TOKEN)")
+    parser.add_argument(
+        "--token", help="an operator's bearer token (default: $SICKBAY_AUTH__OPERATOR__TOKEN)"
+    )

@@ -58,6 +58,9 @@ def model(args: argparse.Namespace) -> int:
     return 0 if args.action != "validate" or state["mode"] == "acting" else 3
 
 
+OPERATOR_TOKEN_ENV = "SICKBAY_AUTH__OPERATOR__TOKEN"  # noqa: S105 - the variable's name, not a secret
+
+
 def _ask(
     args: argparse.Namespace,
     path: str,
@@ -67,7 +70,8 @@ def _ask(
     payload: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """The service's JSON answer; None once the refusal or the unreachable URL is said on stderr."""
-    token = args.token or os.environ.get("SICKBAY_AUTH__TOKEN", "")
+    # An operator's token: the webhook's (SICKBAY_AUTH__TOKEN) may post alerts only (issue 16).
+    token = args.token or os.environ.get(OPERATOR_TOKEN_ENV, "")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     body = None if payload is None else json.dumps(payload).encode()
     if method == "POST":  # the service answers 415 to a POST that does not say JSON, body or not

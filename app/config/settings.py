@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from app.config import errors
+from app.config.transport import HttpSettings, ReadSettings, TlsSettings
 
 CONFIG_ENV = "SICKBAY_CONFIG"
 DEFAULT_NODE_LABELS = ("node", "kubernetes_node", "Hostname", "hostname", "instance")
@@ -32,18 +33,90 @@ DEFAULT_EXPORTERS = ("dcgm-exporter", "nvidia-dcgm-exporter", "sickbay-agent")
 RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 
 
+class AgentAuthSettings(BaseModel):
+    """How the NVML agents prove who they are, and so which node they may report for.
+
+    `serviceaccount` (the default): the agent sends its pod's projected ServiceAccount token (audience
+    `audience`); Sickbay verifies it with a TokenReview, checks the user is `service_account`, and binds
+    the caller to the node its pod runs on, so it may report only that node's GPUs. Needs `kube.enabled`.
+    `token`: one static agent token, for clusters Sickbay does not talk to (the demo): any node, so weaker.
+    `none`: no check at all, said explicitly.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["serviceaccount", "token", "none"] = "serviceaccount"
+    audience: str = Field(default="sickbay", min_length=1)
+    service_account: str = Field(
+        default="system:serviceaccount:sickbay:sickbay-agent",
+        pattern=r"^system:serviceaccount:[a-z0-9-]{1,63}:[a-z0-9.-]{1,253}$",
+    )
+    # Verdicts are cached by token hash, so each agent costs one TokenReview per `cache_ttl_s`; a token
+    # revoked (its pod deleted) is still accepted for at most that long.
+    cache_ttl_s: float = Field(default=60.0, gt=0, le=3600)
+    cache_size: int = Field(default=4096, ge=1, le=1_000_000)
+    token: SecretStr | None = None
+    # Also accepted while a rotation rolls out (see docs/operators-guide.md, "Credentials").
+    previous_token: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _token_present(self) -> AgentAuthSettings:
+        if self.mode == "token" and not (self.token and self.token.get_secret_value()):
+            raise ValueError("auth.agents.mode 'token' needs auth.agents.token")
+        return self
+
+
+class OperatorAuthSettings(BaseModel):
+    """Who may change the service's behaviour: breaker reset, model validate/shadow, any later write.
+
+    A static `token`, and/or (`kubernetes: true`) any Kubernetes user whose bearer token passes a
+    TokenReview and whom RBAC allows `update` on `sickbay.io` `breakers` (the breaker) or `models` (the
+    model's standing), checked with a SubjectAccessReview. With neither, every write is refused (403).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    token: SecretStr | None = None
+    previous_token: SecretStr | None = None
+    kubernetes: bool = False
+    cache_ttl_s: float = Field(default=30.0, gt=0, le=3600)
+
+
+class ReadAuthSettings(BaseModel):
+    """Whether the read routes (GET /, /api/v1/nodes, /actions, ...) need credentials; off by default.
+
+    When required, an operator credential or `token` (a read-only one) is accepted, and with
+    `auth.operator.kubernetes` any user RBAC allows `get` on `sickbay.io` `status`. /healthz, /readyz and
+    /metrics stay open for probes and scrapes.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    required: bool = False
+    token: SecretStr | None = None
+
+
 class AuthSettings(BaseModel):
-    """How webhook callers prove who they are. Turning auth off must be said explicitly (`mode: none`)."""
+    """How each caller proves who it is. Turning auth off must be said explicitly (`mode: none`).
+
+    `mode`, `token`, `username`, `password` are Alertmanager's (the webhook): they may post alerts and
+    nothing else. Before issue 16 the same token was also the agents' and the operators'; it still works
+    for alerts, never for a write.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, revalidate_instances="always")
 
     mode: Literal["bearer", "basic", "none"] = "bearer"
     token: SecretStr | None = None
+    previous_token: SecretStr | None = None
     username: str | None = None
     password: SecretStr | None = None
     # `mode: none` on a bind other than loopback lets anyone who reaches the port post alerts and reset
     # the breaker: `sickbay serve` refuses to start that way unless this says it is meant.
     allow_none_on_public_bind: bool = False
+    agents: AgentAuthSettings = AgentAuthSettings()
+    operator: OperatorAuthSettings = OperatorAuthSettings()
+    reads: ReadAuthSettings = ReadAuthSettings()
 
     @model_validator(mode="after")
     def _credentials_present(self) -> AuthSettings:
@@ -51,65 +124,25 @@ class AuthSettings(BaseModel):
             raise ValueError("auth.mode 'bearer' needs auth.token (or SICKBAY_AUTH__TOKEN)")
         if self.mode == "basic" and not (self.username and self.password):
             raise ValueError("auth.mode 'basic' needs auth.username and auth.password")
+        # One credential, one power: a token shared between callers would give each the other's.
+        webhook = {_secret(self.token), _secret(self.previous_token), _secret(self.password)} - {""}
+        for name, other in (
+            ("auth.operator.token", self.operator.token),
+            ("auth.operator.previous_token", self.operator.previous_token),
+            ("auth.agents.token", self.agents.token),
+            ("auth.reads.token", self.reads.token),
+        ):
+            if _secret(other) and _secret(other) in webhook:
+                raise ValueError(f"{name} must differ from the webhook's credentials (auth.token)")
+        operator = {_secret(self.operator.token), _secret(self.operator.previous_token)} - {""}
+        for name, other in (("auth.agents.token", self.agents.token), ("auth.reads.token", self.reads.token)):
+            if _secret(other) and _secret(other) in operator:
+                raise ValueError(f"{name} must differ from auth.operator.token")
         return self
 
 
-class TlsSettings(BaseModel):
-    """HTTPS for the listener: a PEM certificate chain and its key (a cert-manager Secret mounts both).
-
-    With both files set the port speaks TLS only. The files are re-read when either one's modification
-    time changes (checked every `reload_interval_s`), so a renewed certificate is served without a restart.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    cert_file: Path | None = None
-    key_file: Path | None = None
-    reload_interval_s: float = Field(default=30.0, gt=0)
-
-    @model_validator(mode="after")
-    def _both_or_neither(self) -> TlsSettings:
-        if (self.cert_file is None) != (self.key_file is None):
-            raise ValueError("tls needs both cert_file and key_file (or neither)")
-        return self
-
-    @property
-    def enabled(self) -> bool:
-        return self.cert_file is not None
-
-
-class HttpSettings(BaseModel):
-    """Connection limits of the listener."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    # aiohttp arms one timer per connection when it opens and again after each response: a connection
-    # that has not sent complete request headers (or its next request) within this many seconds is
-    # closed. It is both the idle timeout and the header-read timeout (slow clients, idle floods).
-    idle_timeout_s: float = Field(default=10.0, gt=0, le=3600)
-
-
-class ReadSettings(BaseModel):
-    """The read routes' share of the API server (`GET /`, `/api/v1/nodes[/{name}]`).
-
-    Reads are served from a short cache, one API call per key however many readers wait on it, and the
-    calls they do make draw on their own small budget and client limiter, so a flood of readers never
-    takes the tokens remediation needs. Past the budget a read answers 429 (the status page says so).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    cache_ttl_s: float = Field(default=3.0, ge=0, le=300)
-    qps: float = Field(default=5.0, gt=0)
-    burst: int = Field(default=10, ge=1)
-    # How many read requests are served a second, however cheap (a cached answer still costs the event
-    # loop that remediation runs on): the rest wait their turn, up to `max_wait_s`, then get 429. Readers
-    # who wait send nothing more, so a flood paces itself to this rate.
-    requests_per_s: float = Field(default=100.0, gt=0)
-    requests_burst: int = Field(default=50, ge=1)
-    max_wait_s: float = Field(default=30.0, ge=0, le=600)
-    # How many distinct keys (node names, selectors) the cache holds at most.
-    max_entries: int = Field(default=1024, ge=1)
+def _secret(value: SecretStr | None) -> str:
+    return value.get_secret_value() if value is not None else ""
 
 
 class InboxSettings(BaseModel):

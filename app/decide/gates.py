@@ -18,6 +18,9 @@ from app.config import rules
 from app.decide import footprint
 from app.domain import NodeState, RiskLevel
 
+# `budgets.attempts_per_week` counts the remediation attempts (quarantines) of this long before now.
+ATTEMPT_WINDOW = timedelta(days=7)
+
 
 @dataclass(frozen=True, slots=True)
 class Fleet:
@@ -114,7 +117,7 @@ def maybe_close(breaker: Breaker, fleet: Fleet, *, policy: rules.BudgetPolicy, n
 def attempts_exceeded(
     past_attempts: Sequence[datetime], *, policy: rules.BudgetPolicy, now: datetime
 ) -> bool:
-    week = [t for t in past_attempts if now - t < timedelta(days=7)]
+    week = [t for t in past_attempts if now - t < ATTEMPT_WINDOW]
     return len(week) >= policy.attempts_per_week
 
 

@@ -7,6 +7,7 @@ whole job, while the owner is often one replicated Job of it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from app.config import rules
@@ -34,6 +35,18 @@ def group_of(pod: PodState, policy: rules.WorkloadPolicy) -> Group | None:
     if owner is None:
         return None
     return Group(kind=owner.kind.lower(), namespace=pod.namespace, name=owner.name)
+
+
+def gangs_among(pods: Iterable[PodState], policy: rules.WorkloadPolicy) -> tuple[Group, ...]:
+    """The gangs with a member among `pods` that a fault restarts as a whole (policy `restart-gang`) and
+    whose label can find their other members wherever they run; each once (as its last member names it),
+    in the order first met."""
+    found: dict[str, Group] = {}
+    for pod in pods:
+        group = group_of(pod, policy)
+        if group is not None and group.label and policy.policy_for(group.kind) == "restart-gang":
+            found[group.key] = group
+    return tuple(found.values())
 
 
 def members(group: Group, pods: tuple[PodState, ...], policy: rules.WorkloadPolicy) -> tuple[PodState, ...]:

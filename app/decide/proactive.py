@@ -9,7 +9,7 @@ past that a node stays at `warn` and the plan says why; that never opens the har
 
 A node quarantined for a fault is left alone: the hardware track owns it, and its release removes the
 at-risk taint with the rest. Pure: `act` re-reads the node and its fleet under a lock and asks `taint_step`
-before it writes, so the hold at warn is decided here in both places.
+before it writes, so the hold at warn is decided here in both places; removing the taint asks `clear_step`.
 
 In shadow (`Situation.shadow`, see `decide.shadow`) the same plan is made and then recorded instead of
 carried out (`Plan.shadowed` holds its actions): no taint, no Event, no eviction. A resolved risk still
@@ -30,6 +30,7 @@ from app.domain import (
     AtRiskParams,
     CheckpointParams,
     Fault,
+    NodePatch,
     NodeState,
     OwnerRef,
     Plan,
@@ -192,6 +193,18 @@ def taint_step(
         return LeaveAlone(f"quarantined for {quarantined.value}: the at-risk ladder leaves it alone")
     level, held = within_budget(wanted, node=node.name, fleet=fleet, policy=policy)
     return TaintLevel(level=level, held=held, unchanged=footprint.at_risk_level(node) is level)
+
+
+def clear_step(node: NodeState) -> LeaveAlone | NodePatch:
+    """What removing the at-risk taint writes to a freshly read node, or why nothing is written: a node
+    quarantined for a fault keeps it until its release removes it, and one without it needs nothing."""
+    current = footprint.quarantined_class(node)
+    if current is not None:
+        return LeaveAlone(
+            f"quarantined for {current.value}: left alone, its release removes the at-risk taint"
+        )
+    patch = footprint.clear_at_risk_patch(node)
+    return LeaveAlone("no at-risk taint to remove") if patch.empty else patch
 
 
 def _act_step(fault: Fault, *, policy: rules.Policy, situation: Situation, why: str) -> list[Action]:

@@ -1,7 +1,8 @@
-"""What decide knows about the world when it plans: the node, its pods, the groups, recent history.
+"""What decide knows about the world when it plans: the node, its pods, the groups, recent history; and
+which of it a fault's plan needs read (`reads_for`).
 
-Gathered by the caller (the pipeline reads the cluster and the journal); `Situation.unknown()` is what
-`explain` uses without a cluster, and decide then plans from the fault alone.
+Gathered by the caller (`act.situation_reader` reads the cluster and the journal as `reads_for` says);
+`Situation.unknown()` is what `explain` uses without a cluster, and decide then plans from the fault alone.
 """
 
 from __future__ import annotations
@@ -9,8 +10,45 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from app.decide import gates
-from app.domain import NodeState, PastFault, PodState
+from app.config import rules
+from app.decide import gates, restart_policy
+from app.domain import Fault, FaultClass, NodeState, PastFault, PodState
+
+
+@dataclass(frozen=True, slots=True)
+class Reads:
+    """What to read for planning one firing fault on its node: no more than its plan can use."""
+
+    # The node's past faults since then (restart backoff, escalation when a fault follows the GPU).
+    history_since: datetime | None = None
+    # The node's quarantines since then (the weekly cap on remediation attempts).
+    quarantines_since: datetime | None = None
+    # The node and its pods.
+    cluster: bool = False
+    # The pods of every restart-gang group with a member on the node, wherever they run.
+    gangs: bool = False
+    # The GPU fleet an at-risk fault's proactive budget is measured against.
+    proactive_fleet: bool = False
+
+
+def reads_for(fault: Fault, *, policy: rules.Policy, now: datetime) -> Reads:
+    """Which reads the plan of `fault` (firing) depends on, at `now`."""
+    if fault.node is None:
+        return Reads()
+    cls = fault.fault_class
+    history = now - policy.escalation.window if cls in restart_policy.RETRY_CLASSES else None
+    quarantines = now - gates.ATTEMPT_WINDOW if cls.is_hardware else None
+    if cls is FaultClass.TRANSIENT and policy.transient.escalate_to is None:
+        # A soft signal that cannot escalate touches no pod and no node spec: its plan needs the history,
+        # not the cluster, and a storm of soft alerts must not spend the API budget fatal faults need.
+        return Reads(history_since=history, quarantines_since=quarantines)
+    return Reads(
+        history_since=history,
+        quarantines_since=quarantines,
+        cluster=True,
+        gangs=cls.is_hardware,
+        proactive_fleet=cls is FaultClass.AT_RISK and fault.signal.firing,
+    )
 
 
 @dataclass(frozen=True, slots=True)

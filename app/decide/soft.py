@@ -5,7 +5,9 @@ node in the pool. It is recorded and looked at again with the retry backoff for 
 Once it has lasted `transient.persist_after`, or fired `transient.repeats` separate times on the same GPU
 within the escalation window, it becomes visible on the node (a condition and an Event), and it goes to
 the hardware track only when the policy names a class for that (`transient.escalate_to`). An unknown XID
-is visible at once: the catalog has a gap an operator must fill. Pure: history and `now` are passed in.
+is visible at once: the catalog has a gap an operator must fill. What `act` then writes on the node
+as read (the condition, or nothing when it is already so) is `condition_write`'s answer.
+Pure: history and `now` are passed in.
 """
 
 from __future__ import annotations
@@ -14,8 +16,20 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from app.config import rules
+from app.decide import footprint
 from app.decide.situation import Situation
-from app.domain import Action, ActionKind, ConditionParams, Fault, FaultClass, Plan, RecheckParams, Track
+from app.domain import (
+    Action,
+    ActionKind,
+    Condition,
+    ConditionParams,
+    Fault,
+    FaultClass,
+    NodeState,
+    Plan,
+    RecheckParams,
+    Track,
+)
 
 # Set by classification for an XID the catalog does not list; decide does not import classify.
 UNKNOWN_XID_RULE = "xid-unknown"
@@ -167,3 +181,31 @@ def _human(delta: timedelta) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.1f}m"
     return f"{seconds:.0f}s"
+
+
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """Nothing to write on the node's soft-fault condition (it is already so, or the node opted out)."""
+
+    why: str
+
+
+def condition_write(
+    node: NodeState, *, kind: str, raise_it: bool, reason: str, message: str, now: datetime
+) -> Condition | Unchanged:
+    """The soft-fault condition `kind` to write on a freshly read node: raised (`raise_it`) or cleared.
+
+    Idempotent, so a repeat writes nothing and sends no Event: a condition already True with the same
+    reason is not raised again, and one that is not True is not cleared. `reason` blank: `SoftFault`.
+    """
+    if not node.managed:
+        return Unchanged(f"node opted out ({footprint.MANAGED}=false)")
+    current = node.condition(kind)
+    if raise_it:
+        wanted = footprint.soft_condition(kind, reason=reason or "SoftFault", message=message, now=now)
+        if current is not None and (current.status, current.reason) == ("True", wanted.reason):
+            return Unchanged(f"{kind} is already True")
+        return wanted
+    if current is None or current.status != "True":
+        return Unchanged(f"{kind} was not raised")
+    return footprint.soft_cleared(kind, message=message, now=now)

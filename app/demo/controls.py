@@ -69,7 +69,8 @@ class StackControls:
 
     @property
     def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.config.token}"}
+        # An operator's: it may read and validate the model; the webhook's token may post alerts only.
+        return {"Authorization": f"Bearer {self.config.operator_token}"}
 
     @property
     def cluster(self) -> KubePort:

@@ -26,6 +26,7 @@ def sickbay_env(cfg: StackConfig, *, policy_file: Path, prediction: dict[str, st
     env = {k: v for k, v in os.environ.items() if not k.startswith("SICKBAY_")}
     env |= {
         "SICKBAY_AUTH__TOKEN": cfg.token,
+        "SICKBAY_AUTH__OPERATOR__TOKEN": cfg.operator_token,
         "SICKBAY_POLICY_FILE": str(policy_file),
         "SICKBAY_RECONCILE_INTERVAL_S": str(cfg.reconcile_interval_s),
         "SICKBAY_IDENTITY": cfg.identity,

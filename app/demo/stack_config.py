@@ -41,6 +41,8 @@ class StackConfig:
     grace_scale: float = 0.01
     probe: bool = False  # also deliver every notification to an in-process recording receiver
     token: str = "sickbay-e2e-token"  # noqa: S105 - a loopback demo credential
+    # The operators' own credential (model validation, breaker reset): the webhook's may post alerts only.
+    operator_token: str = "sickbay-e2e-operator-token"  # noqa: S105 - a loopback demo credential
     identity: str = "sickbay-e2e"
     start_timeout_s: float = 60.0
     sickbay_env: Mapping[str, str] = field(default_factory=dict)

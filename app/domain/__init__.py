@@ -4,7 +4,8 @@ Everything here is a frozen dataclass or an enum built from the standard library
 (`classify`, `decide`, `predict.features`) can share these types without importing any I/O. Nothing in this
 package may import another `app` module or a third-party package. Import the names from `app.domain`; the
 modules say where each lives: `faults` (what is observed and what it means), `cluster` (nodes and pods as
-decide sees them), `actions` (what is decided and what came of it).
+decide sees them), `actions` (what is decided and what came of it),
+`identity` (who a caller is, as the API server vouches).
 """
 
 from app.domain.actions import (
@@ -49,10 +50,13 @@ from app.domain.faults import (
     freeze_mapping,
     lookup,
 )
+from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
 
 __all__ = [
     "HARDWARE_CLASSES",
     "PARAMS",
+    "AccessRequest",
+    "AccessReview",
     "Action",
     "ActionKind",
     "ActionParams",
@@ -84,7 +88,9 @@ __all__ = [
     "SignalSource",
     "SignalStatus",
     "Taint",
+    "TokenReview",
     "Track",
+    "UserInfo",
     "freeze_mapping",
     "lookup",
 ]

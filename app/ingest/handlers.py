@@ -20,7 +20,7 @@ from typing import Any, Literal
 from aiohttp import web
 
 from app.config.settings import Settings
-from app.ingest import admission, auth, bodies, payloads, signals
+from app.ingest import admission, bodies, callers, payloads, signals
 from app.obs.metrics import Metrics
 from app.store import deadletter, inbox
 
@@ -38,6 +38,8 @@ class Intake:
     inbox: inbox.Inbox
     dead_letters: deadletter.DeadLetters
     metrics: Metrics
+    # Who may post what (`app.ingest.callers`): one per service, so its verdict cache outlives requests.
+    callers: callers.Callers
     # Whether this replica may accept writes (the leader); followers answer 503 so senders retry.
     accepting: Callable[[], bool] = lambda: True
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
@@ -52,10 +54,11 @@ def error_response(rejection: bodies.Rejection) -> web.Response:
     return web.json_response(rejection.body(), status=rejection.status, headers=headers)
 
 
+def refusal(refused: callers.Refused) -> bodies.Rejection:
+    return bodies.Rejection(refused.status, refused.reason, refused.message)
+
+
 async def _admit(request: web.Request, intake: Intake) -> bytes:
-    verdict = auth.check(request.headers.get("Authorization"), intake.settings.auth)
-    if not verdict.ok:
-        raise bodies.Rejection(401, "unauthorized", verdict.problem)
     if not intake.accepting():
         raise bodies.Rejection(503, "not_leader", "this replica is not the leader; retry")
     ctype = request.content_type
@@ -164,6 +167,10 @@ async def _answer(intake: Intake, admitted: admission.Sorted, *, source: Source,
 async def handle_alerts(request: web.Request, intake: Intake) -> web.Response:
     received_at = intake.clock()
     try:
+        try:
+            intake.callers.alertmanager(request.headers.get("Authorization"))
+        except callers.Refused as refused:
+            raise refusal(refused) from None
         raw = await _admit(request, intake)
         envelope = bodies.decode(raw, payloads.AlertmanagerEnvelope)
     except bodies.Rejection as rejection:
@@ -182,10 +189,33 @@ async def handle_alerts(request: web.Request, intake: Intake) -> web.Response:
 async def handle_gpu_events(request: web.Request, intake: Intake) -> web.Response:
     received_at = intake.clock()
     try:
+        try:
+            caller = await intake.callers.agent(request.headers.get("Authorization"))
+        except callers.Refused as refused:
+            raise refusal(refused) from None
         raw = await _admit(request, intake)
         envelope = bodies.decode(raw, payloads.GpuEventsEnvelope)
+        _own_node_only(caller, envelope.events)
     except bodies.Rejection as rejection:
         intake.metrics.requests_rejected.labels(source="agent", reason=rejection.reason).inc()
         return error_response(rejection)
     admitted = admission.sort_events(envelope.events, received_at=received_at)
     return await _answer(intake, admitted, source="agent", noun="events")
+
+
+def _own_node_only(caller: callers.Caller, events: list[Any]) -> None:
+    """403 for the whole body, nothing recorded, when an agent reports for a node other than its own."""
+    foreign = callers.foreign_nodes(caller, events)
+    if foreign:
+        log.warning(
+            "refused agent events from %r on node %r for other nodes %r",
+            caller.name,
+            caller.node,
+            foreign[:5],
+        )
+        raise bodies.Rejection(
+            403,
+            "forbidden",
+            f"an agent may report its own node only: this one runs on {caller.node!r}, the body names "
+            f"{', '.join(repr(n) for n in foreign[:5])}",
+        )

@@ -4,7 +4,7 @@ The official client supplies what is hard to get right: kubeconfig and in-cluste
 refresh), TLS, and the generated endpoint methods. Around each call Sickbay adds pacing, bounded retries
 and typed errors (`transport`, `responses`), refuses names that are not Kubernetes names before they reach
 a URL (`names`), and answers with domain values instead of API objects (`convert`). The calls themselves
-live by resource: `nodes`, `pods`, `events`, `custom_objects`; this module puts them behind one port.
+live by resource: `nodes`, `pods`, `events`, `custom_objects`, `reviews`; this module puts them behind one port.
 
 Calls use the generated `*_without_preload_content` methods and read the JSON themselves: reads stay tolerant
 of fields a newer server adds (the generated models forbid unknown fields), and status codes are checked in
@@ -26,15 +26,17 @@ from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 
 from app.domain import Condition, NodePatch, NodeState, PodState
+from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
 from app.kube import convert, errors
 from app.kube.custom_objects import CustomObjectCalls
 from app.kube.events import EventCalls
 from app.kube.nodes import NodeCalls
 from app.kube.pods import PodCalls
-from app.kube.port import EventSpec, KubePort
+from app.kube.port import EventSpec, KubePort, ReviewPort
 from app.kube.ratelimit import Clock, Sleep, TokenBucket, loop_clock
 from app.kube.responses import JsonObj
 from app.kube.retries import RetryPolicy
+from app.kube.reviews import REVIEW_BURST, REVIEW_QPS, REVIEW_RETRY, ReviewCalls
 from app.kube.transport import Transport
 
 LIST_PAGE_SIZE = 500
@@ -84,6 +86,12 @@ class KubeClient:
         self._pods = PodCalls(self.transport, gpu_resources=gpu_resources, page_size=page_size)
         self._events = EventCalls(self.transport, instance=instance or socket.gethostname(), now=now)
         self._custom = CustomObjectCalls(self.transport, plurals=plurals or {})
+        # Reviews of callers' tokens pace on a bucket of their own: a flood of made-up tokens then costs the
+        # API server a bounded rate and never delays a quarantine or an eviction.
+        self.review_transport = Transport(
+            api, qps=REVIEW_QPS, burst=REVIEW_BURST, retry=REVIEW_RETRY, clock=clock, sleep=sleep, rand=rand
+        )
+        self._reviews = ReviewCalls(self.review_transport)
 
     def with_own_limiter(self, *, qps: float, burst: int) -> KubeClient:
         """The same client (credentials, connection pool, options) pacing on a token bucket of its own.
@@ -153,6 +161,15 @@ class KubeClient:
     async def create_custom_object(self, manifest: Mapping[str, object]) -> None:
         await self._custom.create_custom_object(manifest)
 
+    async def review_token(self, token: str, *, audiences: tuple[str, ...]) -> TokenReview:
+        return await self._reviews.review_token(token, audiences=audiences)
+
+    async def review_access(self, user: UserInfo, request: AccessRequest) -> AccessReview:
+        return await self._reviews.review_access(user, request)
+
+    async def pod_node(self, namespace: str, name: str) -> str | None:
+        return await self._reviews.pod_node(namespace, name)
+
     async def call(
         self,
         method: str,
@@ -215,13 +232,10 @@ async def connect(
     )
 
 
-if TYPE_CHECKING:  # mypy proves that the real client is a `KubePort`
+if TYPE_CHECKING:  # mypy proves that the real client is a `KubePort` and a `ReviewPort`
 
     def _is_a_port(client: KubeClient) -> KubePort:
         return client
 
-
-if TYPE_CHECKING:  # mypy proves that the real client is a `KubePort`
-
-    def _is_a_port(client: KubeClient) -> KubePort:
+    def _is_a_review_port(client: KubeClient) -> ReviewPort:
         return client

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.domain import Condition, NodePatch, NodeState, PodState
+from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,22 @@ class KubePort(Protocol):
     async def create_custom_object(self, manifest: Mapping[str, object]) -> None: ...
 
 
+class ReviewPort(Protocol):
+    """Who a caller of Sickbay is, asked of the API server (`app.kube.reviews`); the intake's callers use it."""
+
+    async def review_token(self, token: str, *, audiences: tuple[str, ...]) -> TokenReview:
+        """TokenReview (authentication.k8s.io/v1) with `spec.audiences`."""
+        ...
+
+    async def review_access(self, user: UserInfo, request: AccessRequest) -> AccessReview:
+        """SubjectAccessReview (authorization.k8s.io/v1) for the user's resource attributes."""
+        ...
+
+    async def pod_node(self, namespace: str, name: str) -> str | None:
+        """A pod's `spec.nodeName`; None when the pod is gone or unscheduled."""
+        ...
+
+
 # (API group, resource, verb) for every call above: the ClusterRole/Role must grant exactly these.
 CALLS: frozenset[tuple[str, str, str]] = frozenset(
     {
@@ -73,6 +90,10 @@ CALLS: frozenset[tuple[str, str, str]] = frozenset(
         ("", "pods", "patch"),
         ("", "pods/eviction", "create"),
         ("", "events", "create"),
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+        # pod_node: only the agents' pods, in Sickbay's namespace (a Role).
+        ("", "pods", "get"),
         ("coordination.k8s.io", "leases", "get"),
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "update"),

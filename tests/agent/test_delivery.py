@@ -178,7 +178,9 @@ async def test_events_the_service_refuses_one_by_one_are_counted_and_not_resent(
     pipeline: Pipeline, receiver: Receiver, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Against the real service: an event it refuses (XID out of range) costs neither its batch nor a retry."""
-    settings = load_settings(auth={"mode": "bearer", "token": TOKEN}, inbox={"path": tmp_path / "sb.db"})
+    # The agents' own static token (no cluster to review a ServiceAccount token with), not the webhook's.
+    auth = {"mode": "bearer", "token": "webhook-token", "agents": {"mode": "token", "token": TOKEN}}
+    settings = load_settings(auth=auth, inbox={"path": tmp_path / "sb.db"})
     server = TestServer(build_app(settings), host="127.0.0.1", port=receiver.port)
     await server.start_server()
     try:

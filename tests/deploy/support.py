@@ -214,7 +214,9 @@ def container_environment(
         elif "fieldRef" in entry.get("valueFrom", {}):
             value = fields[entry["valueFrom"]["fieldRef"]["fieldPath"]]
         elif "secretKeyRef" in entry.get("valueFrom", {}):
-            value = "token-from-the-secret"
+            # Each Secret its own value: Sickbay refuses one token shared between two callers.
+            ref = entry["valueFrom"]["secretKeyRef"]
+            value = f"token-from-the-secret-{ref['name']}-{ref['key']}"
         else:
             raise AssertionError(f"unsupported env source for {name}: {entry}")
         if value.startswith("/") and (root / value.lstrip("/")).exists():

@@ -255,16 +255,37 @@ def test_the_services_route_to_sickbay(overlay: str) -> None:
 
 
 @pytest.mark.parametrize("overlay", support.OVERLAY_NAMES)
-def test_the_token_comes_from_the_shared_secret(overlay: str) -> None:
+def test_each_caller_has_its_own_credential(overlay: str) -> None:
+    """Alertmanager's token from its Secret, the operators' from another (optional), and each agent its
+    pod's projected ServiceAccount token for audience `sickbay`: never the webhook's (issue 16)."""
     objects = support.render(overlay)
     env = support.env_of(support.container(_deployment(objects), "sickbay"))
     assert env["SICKBAY_AUTH__TOKEN"]["valueFrom"]["secretKeyRef"] == {
         "name": "sickbay-webhook-token",
         "key": "token",
     }
+    assert env["SICKBAY_AUTH__OPERATOR__TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "sickbay-operator-token",
+        "key": "token",
+        "optional": True,
+    }
     agent = support.one(objects, "DaemonSet", "sickbay-agent")
     volumes = {v["name"]: v for v in support.pod_spec(agent)["volumes"]}
-    assert volumes["token"]["secret"]["secretName"] == "sickbay-webhook-token"
+    assert "secret" not in volumes["token"], "the agent must not carry a shared Secret"
+    (source,) = volumes["token"]["projected"]["sources"]
+    settings = yaml.safe_load((support.BASE / "config" / "sickbay.yaml").read_text(encoding="utf-8"))
+    assert source["serviceAccountToken"]["audience"] == settings["auth"]["agents"]["audience"]
+    assert source["serviceAccountToken"]["path"] == "token"
+    account = support.pod_spec(agent)["serviceAccountName"]
+    assert (
+        settings["auth"]["agents"]["service_account"]
+        == f"system:serviceaccount:{support.NAMESPACE}:{account}"
+    )
+    agent_env = support.env_of(support.container(agent, "agent"))
+    assert agent_env["SICKBAY_AGENT_TOKEN_FILE"]["value"] == "/var/run/secrets/sickbay/token"
+    # The read routes need credentials in the prometheus-operator overlay only (off by default).
+    reads = env.get("SICKBAY_AUTH__READS__REQUIRED", {}).get("value")
+    assert reads == ("true" if overlay == "prometheus-operator" else None)
     assert not support.of_kind(objects, "Secret"), (
         "the token Secret is created by the operator, never shipped"
     )

@@ -33,6 +33,8 @@ NAMESPACED = {
     ("coordination.k8s.io", "leases", "update"),
     # patch_pod_labels: only the leader labelling its own pod (app/service/runtime/leadership.py `_label_own_pod`).
     ("", "pods", "patch"),
+    # pod_node: the node of an agent's pod (a DaemonSet in Sickbay's namespace), for a token that names no node.
+    ("", "pods", "get"),
 }
 
 

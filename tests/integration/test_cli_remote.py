@@ -90,7 +90,8 @@ def test_model_status_validate_and_shadow(
     service: Service, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("USER", "ops")
-    monkeypatch.setenv("SICKBAY_AUTH__TOKEN", "from-env")
+    monkeypatch.setenv("SICKBAY_AUTH__TOKEN", "the-webhooks")  # never sent: it may post alerts only
+    monkeypatch.setenv("SICKBAY_AUTH__OPERATOR__TOKEN", "from-env")
     service.answers["/api/v1/model"] = (200, MODEL)
     service.answers["/api/v1/model/validate"] = (200, MODEL)  # it stays in shadow
     service.answers["/api/v1/model/shadow"] = (200, MODEL)

@@ -22,11 +22,21 @@ from tests.payloads import alert, webhook
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 JSON = {"Content-Type": "application/json"}
+# Each caller its own credential (issue 16): the agents' static token (no cluster here) and the operators'.
+AGENT_TOKEN = "agent-token"
+OPERATOR_TOKEN = "operator-token"
+AGENT = {"Authorization": f"Bearer {AGENT_TOKEN}"}
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
 
 
 def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     fields: dict[str, Any] = {
-        "auth": {"mode": "bearer", "token": TOKEN},
+        "auth": {
+            "mode": "bearer",
+            "token": TOKEN,
+            "agents": {"mode": "token", "token": AGENT_TOKEN},
+            "operator": {"token": OPERATOR_TOKEN},
+        },
         "inbox": {"path": tmp_path / "inbox.db"},
     }
     return load_settings(**{**fields, **overrides})
@@ -135,17 +145,24 @@ async def test_a_body_invalid_as_a_whole_is_a_4xx_that_changes_nothing(
 
 
 @pytest.mark.parametrize(
-    ("headers", "problem"),
-    [({}, "missing Authorization header"), ({"Authorization": "Bearer nope"}, "bad token")],
+    ("headers", "status", "problem"),
+    [
+        ({}, 401, "missing Authorization header: expected an operator's Bearer token"),
+        ({"Authorization": "Bearer nope"}, 401, "bad token"),
+        (AUTH, 403, "the webhook's credentials may post alerts only, not update breakers.sickbay.io"),
+        (AGENT, 403, "the agent's credential may not update breakers.sickbay.io"),
+    ],
 )
-async def test_resetting_the_breaker_needs_the_webhook_credentials(
-    client: TestClient[Any, Any], headers: dict[str, str], problem: str
+async def test_resetting_the_breaker_needs_an_operators_credentials(
+    client: TestClient[Any, Any], headers: dict[str, str], status: int, problem: str
 ) -> None:
+    """The webhook's token (or an agent's) cannot reset the breaker (issue 16): only an operator's can."""
     response = await client.post("/api/v1/breaker/reset", headers={**headers, **JSON})
-    assert response.status == 401
+    assert response.status == status
     assert response.content_type == "application/json"
-    assert await response.json() == {"error": "unauthorized", "message": problem}
-    allowed = await client.post("/api/v1/breaker/reset", headers={**AUTH, **JSON})
+    error = "unauthorized" if status == 401 else "forbidden"
+    assert await response.json() == {"error": error, "message": problem}
+    allowed = await client.post("/api/v1/breaker/reset", headers={**OPERATOR, **JSON})
     assert allowed.status == 404, "past the credentials: no cluster configured here"
 
 
@@ -538,7 +555,7 @@ def gpu_event(event_id: str, **fields: Any) -> dict[str, Any]:
 async def post_events(client: TestClient[Any, Any], *events: Any) -> tuple[int, dict[str, Any]]:
     body = {"version": "1", "agent": "gpu-node-1", "events": list(events)}
     response = await client.post(
-        "/api/v1/gpu-events", data=json.dumps(body), headers={"Content-Type": "application/json", **AUTH}
+        "/api/v1/gpu-events", data=json.dumps(body), headers={"Content-Type": "application/json", **AGENT}
     )
     return response.status, await response.json()
 

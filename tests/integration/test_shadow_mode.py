@@ -166,7 +166,7 @@ async def test_the_standing_survives_a_restart_and_a_new_version_starts_in_shado
 
     async def keeper(db: aiosqlite.Connection) -> ShadowKeeper:
         made = ShadowKeeper(
-            book=await ValidationLog.open(db),
+            validation_log=await ValidationLog.open(db),
             journal=await journal.Journal.open(db),
             policy=policy,
             fleet="f",
@@ -197,11 +197,15 @@ async def test_the_standing_survives_a_restart_and_a_new_version_starts_in_shado
 async def test_the_operator_endpoints_need_credentials_and_say_what_they_did(
     tmp_path: Path, aiohttp_client: Any
 ) -> None:
-    settings = load_settings(auth={"mode": "bearer", "token": "t0ken"}, inbox={"path": tmp_path / "i.db"})
+    given = {"mode": "bearer", "token": "t0ken", "operator": {"token": "op-t0ken"}}
+    settings = load_settings(auth=given, inbox={"path": tmp_path / "i.db"})
     client = await aiohttp_client(build_app(settings))
-    auth = {"Authorization": "Bearer t0ken"}
+    auth = {"Authorization": "Bearer op-t0ken"}
     assert (await client.post("/api/v1/model/validate", json={"force": True})).status == 401
     assert (await client.post("/api/v1/model/shadow", json={})).status == 401
+    # The webhook's token is known, and may post alerts only.
+    webhook = {"Authorization": "Bearer t0ken"}
+    assert (await client.post("/api/v1/model/validate", json={"force": True}, headers=webhook)).status == 403
 
     # No Prometheus: only the operator's word can validate.
     refused = await client.post("/api/v1/model/validate", json={}, headers=auth)

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app import backoff
-from app.act import departures, drain
+from app.act import departures
 from app.agent import pusher
 from app.config import rules
-from app.decide import restart_policy, soft
+from app.decide import drain_deadline, restart_policy, soft
 from app.kube import conflicts, errors
 from app.kube.retries import RetryPolicy
 
@@ -81,7 +81,7 @@ def test_each_user_waits_as_it_promised() -> None:
     """The schedules built on the one backoff, first waits and caps, as each module's docstring says."""
     api = RetryPolicy(base=0.2, cap=5.0, jitter=0.5).waits
     assert [api.delay(n) for n in (1, 2, 6, 7)] == pytest.approx([0.2, 0.4, 5.0, 5.0])
-    assert [drain.EVICTION_RETRY.delay(n) for n in (1, 2, 5, 6, 7)] == [1.0, 2.0, 16.0, 30.0, 30.0]
+    assert [drain_deadline.EVICTION_RETRY.delay(n) for n in (1, 2, 5, 6, 7)] == [1.0, 2.0, 16.0, 30.0, 30.0]
     assert [departures.POLLS.delay(n) for n in (1, 2, 5, 6)] == [0.25, 0.5, 4.0, 5.0]
     assert conflicts.WAITS.delay(1) == conflicts.WAITS.delay(5) == 0.01
     agent = pusher.delivery_backoff(initial_s=0.5, max_s=30.0)

@@ -185,3 +185,49 @@ def test_bad_policy_durations(tmp_path: Path) -> None:
     path.write_text("version: 1\nretry: {initial: 1h, max: 5m}\n")
     with pytest.raises(ConfigError, match="must not exceed"):
         rules.load_policy(path)
+
+
+@pytest.mark.parametrize(
+    ("auth", "problem"),
+    [
+        (
+            {"mode": "bearer", "token": "same", "operator": {"token": "same"}},
+            "auth.operator.token must differ",
+        ),
+        (
+            {"mode": "bearer", "token": "same", "agents": {"mode": "token", "token": "same"}},
+            "auth.agents.token must differ",
+        ),
+        (
+            {"mode": "bearer", "token": "w", "operator": {"token": "o"}, "reads": {"token": "o"}},
+            "auth.reads.token must differ from auth.operator.token",
+        ),
+        ({"mode": "bearer", "token": "w", "agents": {"mode": "token"}}, "needs auth.agents.token"),
+    ],
+)
+def test_one_credential_is_never_two_callers(
+    monkeypatch: pytest.MonkeyPatch, auth: dict[str, object], problem: str
+) -> None:
+    """A token shared between callers would give each the other's power (issue 16)."""
+    monkeypatch.delenv("SICKBAY_AUTH__TOKEN", raising=False)
+    with pytest.raises(ConfigError, match=problem):
+        load_settings(auth=auth)
+
+
+def test_each_callers_credential_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SICKBAY_AUTH__TOKEN", "webhook")
+    monkeypatch.setenv("SICKBAY_AUTH__OPERATOR__TOKEN", "operator")
+    monkeypatch.setenv("SICKBAY_AUTH__READS__REQUIRED", "true")
+    monkeypatch.setenv("SICKBAY_AUTH__AGENTS__CACHE_TTL_S", "5")
+    auth = load_settings().auth
+    assert auth.token is not None
+    assert auth.token.get_secret_value() == "webhook"
+    assert auth.operator.token is not None
+    assert auth.operator.token.get_secret_value() == "operator"
+    assert auth.reads.required is True
+    assert (auth.agents.mode, auth.agents.audience, auth.agents.cache_ttl_s) == (
+        "serviceaccount",
+        "sickbay",
+        5.0,
+    )
+    assert auth.agents.service_account == "system:serviceaccount:sickbay:sickbay-agent"

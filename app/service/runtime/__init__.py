@@ -19,6 +19,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from app.config.settings import Settings
+from app.ingest import callers
 from app.kube import port
 from app.obs.metrics import Metrics, create_metrics
 from app.service.runtime import leadership, prediction, routes, surface, wiring
@@ -32,15 +33,19 @@ def build_app(
     *,
     metrics: Metrics | None = None,
     kube: port.KubePort | None = None,
+    reviews: port.ReviewPort | None = None,
     clock: Clock = utc_now,
 ) -> web.Application:
-    """The whole service. `kube` overrides the client built from `settings.kube` (tests pass their own)."""
+    """The whole service. `kube` overrides the client built from `settings.kube` (tests pass their own), and
+    `reviews` the one that verifies callers' Kubernetes tokens (by default `kube`, when it is the real client)."""
     services = Services(
         settings=settings,
         metrics=metrics or create_metrics(),
         rules=load_rules(settings),
+        callers=callers.Callers(settings.auth, reviewer=None),
         clock=clock,
         kube=kube,
+        reviews=reviews,
     )
     # Our own size check streams the body and answers 413 with JSON; aiohttp's limit must not pre-empt it.
     app = web.Application(

@@ -25,7 +25,8 @@ from pathlib import Path
 from aiohttp import web
 
 from app.config.errors import ConfigError
-from app.config.settings import Settings, TlsSettings
+from app.config.settings import Settings
+from app.config.transport import TlsSettings
 
 log = logging.getLogger(__name__)
 Stamp = tuple[tuple[float, int], tuple[float, int]]

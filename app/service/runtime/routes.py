@@ -2,8 +2,9 @@
 
 Handlers are thin: each finds the part it needs in `Services` (503 while it is starting) and hands the
 request to `app.ingest.handlers` (the intake), `app.service.api` (the JSON API) or `app.service.status` (the page).
-Writes that change the service's behaviour (breaker reset, model validation) need the webhook's
-credentials.
+Writes that change the service's behaviour (breaker reset, model validation and shadow) need an operator's
+credentials (`app.ingest.callers`); the read routes need a reader's only when `auth.reads.required`.
+/healthz, /readyz and /metrics stay open for probes and scrapes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.decide import footprint
-from app.ingest import auth, handlers
+from app.ingest import callers, handlers
 from app.kube import errors as kube_errors
 from app.service import api, status
 from app.service.runtime import reads
@@ -33,16 +34,16 @@ _STATUS_ROWS = 20  # refused and unattributed alerts listed on the status page
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/v1/alerts", _alerts)
     app.router.add_post("/api/v1/gpu-events", _gpu_events)
-    app.router.add_get("/api/v1/actions", _actions)
-    app.router.add_get("/api/v1/rejected", _rejected)
-    app.router.add_get("/api/v1/nodes", _nodes)
-    app.router.add_get("/api/v1/nodes/{name}", _node)
-    app.router.add_get("/api/v1/breaker", _breaker)
-    app.router.add_post("/api/v1/breaker/reset", _breaker_reset)
-    app.router.add_get("/api/v1/model", _model)
-    app.router.add_post("/api/v1/model/validate", _model_validate)
-    app.router.add_post("/api/v1/model/shadow", _model_shadow)
-    app.router.add_get("/", _status_page)
+    app.router.add_get("/api/v1/actions", _read(_actions))
+    app.router.add_get("/api/v1/rejected", _read(_rejected))
+    app.router.add_get("/api/v1/nodes", _read(_nodes))
+    app.router.add_get("/api/v1/nodes/{name}", _read(_node))
+    app.router.add_get("/api/v1/breaker", _read(_breaker))
+    app.router.add_post("/api/v1/breaker/reset", _write(_breaker_reset, resource="breakers"))
+    app.router.add_get("/api/v1/model", _read(_model))
+    app.router.add_post("/api/v1/model/validate", _write(_model_validate, resource="models"))
+    app.router.add_post("/api/v1/model/shadow", _write(_model_shadow, resource="models"))
+    app.router.add_get("/", _read(_status_page))
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
@@ -57,17 +58,45 @@ def _intake(request: web.Request) -> handlers.Intake:
         inbox=services.inbox,
         dead_letters=services.dead_letters,
         metrics=services.metrics,
+        callers=services.callers,
         accepting=lambda: services.leader,
         clock=services.clock,
     )
 
 
-def _unauthorised(request: web.Request) -> web.Response | None:
-    """The 401 answer when the caller's credentials fail the webhook's auth; None when they pass."""
-    verdict = auth.check(request.headers.get("Authorization"), request.app[SERVICES].settings.auth)
-    if verdict.ok:
-        return None
-    return web.json_response({"error": "unauthorized", "message": verdict.problem}, status=401)
+def _refusal(refused: callers.Refused) -> web.Response:
+    headers = {"WWW-Authenticate": 'Bearer realm="sickbay"'} if refused.status == 401 else None
+    return web.json_response(
+        {"error": refused.reason, "message": refused.message}, status=refused.status, headers=headers
+    )
+
+
+def _write(handler: Handler, *, resource: str) -> Handler:
+    """`handler` for operators allowed `update` on `resource` only (see `app.ingest.callers`)."""
+
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        try:
+            await request.app[SERVICES].callers.operator(
+                request.headers.get("Authorization"), resource=resource
+            )
+        except callers.Refused as refused:
+            return _refusal(refused)
+        return await handler(request)
+
+    return guarded
+
+
+def _read(handler: Handler) -> Handler:
+    """`handler` open to all, or to readers only when `auth.reads.required`."""
+
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        try:
+            await request.app[SERVICES].callers.reader(request.headers.get("Authorization"))
+        except callers.Refused as refused:
+            return _refusal(refused)
+        return await handler(request)
+
+    return guarded
 
 
 async def _alerts(request: web.Request) -> web.StreamResponse:
@@ -115,8 +144,6 @@ async def _breaker(request: web.Request) -> web.StreamResponse:
 
 
 async def _breaker_reset(request: web.Request) -> web.StreamResponse:
-    if (refusal := _unauthorised(request)) is not None:
-        return refusal
     return await api.breaker_reset(request, request.app[SERVICES].gates)
 
 
@@ -125,8 +152,6 @@ async def _model(request: web.Request) -> web.StreamResponse:
 
 
 async def _model_validate(request: web.Request) -> web.StreamResponse:
-    if (refusal := _unauthorised(request)) is not None:
-        return refusal
     services = request.app[SERVICES]
     job = services.validation
 
@@ -139,8 +164,6 @@ async def _model_validate(request: web.Request) -> web.StreamResponse:
 
 
 async def _model_shadow(request: web.Request) -> web.StreamResponse:
-    if (refusal := _unauthorised(request)) is not None:
-        return refusal
     return await api.model_shadow(request, request.app[SERVICES].shadow)
 
 

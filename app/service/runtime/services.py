@@ -21,6 +21,7 @@ from app.act.urgency import Urgency
 from app.classify import classifier
 from app.config import rules
 from app.config.settings import Settings
+from app.ingest import callers as callers_mod
 from app.kube import port
 from app.kube.ratelimit import TokenBucket
 from app.obs.metrics import Metrics
@@ -45,6 +46,8 @@ class Services:
     settings: Settings
     metrics: Metrics
     rules: classifier.Rules
+    # Who may call what; its reviewer is set once the cluster client exists (`wiring.connect_cluster`).
+    callers: callers_mod.Callers
     clock: Clock = utc_now
     inbox: inbox.Inbox | None = None
     dead_letters: deadletter.DeadLetters | None = None
@@ -58,6 +61,8 @@ class Services:
     reads: reads.NodeReads | None = None
     # Marks the stretches in which the pipeline turns signals into actions; reads wait for a calm moment.
     urgency: Urgency | None = None
+    # TokenReview and SubjectAccessReview: the real client's, or a test's.
+    reviews: port.ReviewPort | None = None
     gates: GateKeeper | None = None
     reconciler: Reconciler | None = None
     scheduler: schedule.Scheduler | None = None

@@ -33,6 +33,7 @@ from app.kube.ratelimit import TokenBucket
 from app.kube.retries import RetryPolicy
 from app.service import pipeline, schedule
 from app.service.runtime import reads
+from app.service.runtime.reviewing import KubeReviewer
 from app.service.runtime.services import SERVICES, Services
 from app.store import deadletter
 from app.store.inbox import Inbox, record_of
@@ -68,7 +69,7 @@ async def open_storage(app: web.Application) -> AsyncIterator[None]:
     journal_db = await connect_journal_db(path, durable=False)
     services.inbox, services.journal = inbox, await Journal.open(journal_db, write_lock=write_lock)
     services.shadow = ShadowKeeper(
-        book=await ValidationLog.open(journal_db, write_lock=write_lock),
+        validation_log=await ValidationLog.open(journal_db, write_lock=write_lock),
         journal=services.journal,
         policy=services.rules.policy,
         fleet=settings.prediction.fleet,
@@ -114,6 +115,21 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
     services.read_pace = TokenBucket(qps=budget.requests_per_s, burst=budget.requests_burst)
     if kube is not None:
         services.reads = _reads(services, kube, own_client, services.read_cache)
+    if services.reviews is None and isinstance(kube, kube_client.KubeClient):
+        services.reviews = kube
+    operator = settings.auth.operator
+    if settings.auth.mode != "none" and operator.token is None and not operator.kubernetes:
+        log.warning(
+            "no operator credential (auth.operator.token or auth.operator.kubernetes): breaker reset and model "
+            "validation are refused to everyone; the webhook's token may post alerts only"
+        )
+    if services.reviews is not None:
+        services.callers.reviewer = KubeReviewer(services.reviews)
+    elif settings.auth.mode != "none" and settings.auth.agents.mode == "serviceaccount":
+        log.warning(
+            "auth.agents.mode is 'serviceaccount' but there is no Kubernetes connection to verify agent "
+            "tokens with: agent events will be answered 503 until kube.enabled is set (or auth.agents.mode)"
+        )
     executor: Executor | None = None
     drainer: Drainer | None = None
     restarter: Restarter | None = None
@@ -142,6 +158,7 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        services.callers.reviewer = None
         if drainer is not None:
             await drainer.stop()
         if writer is not None:

@@ -11,6 +11,11 @@ keeps label changes and resets only what its status strategy resets; MicroTime f
 `acquireTime`/`renewTime`, Event `eventTime`) need exactly six fractional digits and read back in UTC; a
 new PodDisruptionBudget answers all-zero counts.
 
+TokenReview and SubjectAccessReview (create-only, never stored) answer over identities and grants a test
+registers: `api.register_pod_token(token, namespace=, service_account=, pod=, node=, audience=)` (a
+projected ServiceAccount token, its pod and node in the user's `extra`), `api.register_token(token, user)`,
+`api.grant(user_or_group, verb, group, resource)`; unknown tokens are not authenticated (see `reviews`).
+
 The disruption controller lags as kube-controller-manager does: an eviction spends `disruptionsAllowed`
 and records the pod in `disruptedPods` at once, `currentHealthy` follows `disruption_sync_s` later (0.1 s
 by default; 0 syncs inline; seed objects are synced at once).

@@ -9,6 +9,10 @@ Kubernetes URL space, need no token, are never counted and never faulted.
                                    faults.EvictionFailure: namespace, name, code 400/403/500, ...)
     GET/DELETE      /_sim/counters read or reset the request counters
     POST            /_sim/objects  load more objects (a seed document, JSON or YAML)
+    POST            /_sim/tokens   register tokens for TokenReview: a JSON list of {token, username,
+                                   groups, extra, audiences, uid} (see reviews.Identity)
+    POST            /_sim/grants   add SubjectAccessReview grants: a JSON list of {subject, verb, group,
+                                   resource, name} (see reviews.Grant)
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from app.sim.kubeapi import seed
 from app.sim.kubeapi.errors import ApiError
 from app.sim.kubeapi.faults import EvictionFailure, FaultConfig
 from app.sim.kubeapi.handlers import error_response, json_response
+from app.sim.kubeapi.reviews import API_AUDIENCE, Grant, Identity
 from app.sim.kubeapi.state import STATE
 
 
@@ -92,6 +97,44 @@ async def load_objects(request: web.Request) -> web.Response:
     return json_response({"loaded": loaded})
 
 
+async def register_tokens(request: web.Request) -> web.Response:
+    try:
+        data = json.loads(await request.read() or b"[]")
+        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+            raise ValueError("expected a JSON list of objects")
+        identities = [
+            (
+                str(item["token"]),
+                Identity(
+                    username=str(item["username"]),
+                    uid=str(item.get("uid") or ""),
+                    groups=tuple(str(g) for g in item.get("groups") or ()),
+                    extra={str(k): [str(x) for x in v] for k, v in (item.get("extra") or {}).items()},
+                    audiences=tuple(str(a) for a in item.get("audiences") or (API_AUDIENCE,)),
+                ),
+            )
+            for item in data
+        ]
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        return error_response(ApiError(400, "BadRequest", message=f"invalid tokens: {error!r}"))
+    for token, identity in identities:
+        request.app[STATE].reviews.register_token(token, identity)
+    return json_response({"registered": len(identities)})
+
+
+async def add_grants(request: web.Request) -> web.Response:
+    try:
+        data = json.loads(await request.read() or b"[]")
+        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+            raise ValueError("expected a JSON list of objects")
+        grants = [Grant(**{k: str(v) for k, v in item.items()}) for item in data]
+    except (ValueError, TypeError) as error:
+        return error_response(ApiError(400, "BadRequest", message=f"invalid grants: {error}"))
+    for grant in grants:
+        request.app[STATE].reviews.grant(grant)
+    return json_response({"granted": len(grants)})
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/_sim/faults", get_faults)
     app.router.add_post("/_sim/faults", set_faults)
@@ -102,3 +145,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/_sim/counters", get_counters)
     app.router.add_delete("/_sim/counters", reset_counters)
     app.router.add_post("/_sim/objects", load_objects)
+    app.router.add_post("/_sim/tokens", register_tokens)
+    app.router.add_post("/_sim/grants", add_grants)

@@ -22,7 +22,7 @@ from aiohttp import web
 from app.sim.kubeapi import discovery, errors, eviction, tables
 from app.sim.kubeapi.errors import ApiError
 from app.sim.kubeapi.requestinfo import MediaChoice, RequestInfo, negotiate, parse_path, verb_of
-from app.sim.kubeapi.resources import PODS, JsonObj, Ref, ResourceType
+from app.sim.kubeapi.resources import PODS, REVIEW_TYPES, TOKENREVIEWS, JsonObj, Ref, ResourceType
 from app.sim.kubeapi.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
 from app.sim.kubeapi.state import STATE, SimState
 
@@ -183,6 +183,9 @@ def _dispatch(call: Call, raw: bytes) -> tuple[int, JsonObj]:
     content_type = call.request.content_type
     body = _parse_body(raw, content_type) if call.verb in _WRITE_VERBS else None
     subresource = call.info.subresource or None
+    if call.rt in REVIEW_TYPES:  # create-only, never stored (the verb check above refused the others)
+        reviews = call.state.reviews
+        return 201, reviews.token_review(body) if call.rt is TOKENREVIEWS else reviews.access_review(body)
     if call.verb == "get":
         obj = registry.store.require(call.ref)
         return 200, _table(call, [obj]) if call.media.table_version else obj

@@ -216,6 +216,26 @@ JOBSETS = ResourceType(
     has_generation=True,
     builtin=False,
 )
+# Create-only and never stored: the answer is the request with its status filled in (see reviews.py).
+TOKENREVIEWS = ResourceType(
+    group="authentication.k8s.io",
+    version="v1",
+    plural="tokenreviews",
+    singular="tokenreview",
+    kind="TokenReview",
+    namespaced=False,
+    verbs=("create",),
+)
+SUBJECTACCESSREVIEWS = ResourceType(
+    group="authorization.k8s.io",
+    version="v1",
+    plural="subjectaccessreviews",
+    singular="subjectaccessreview",
+    kind="SubjectAccessReview",
+    namespaced=False,
+    verbs=("create",),
+)
+REVIEW_TYPES = frozenset({TOKENREVIEWS, SUBJECTACCESSREVIEWS})
 
 ALL_TYPES: tuple[ResourceType, ...] = (
     NODES,
@@ -230,6 +250,8 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     STATEFULSETS,
     JOBS,
     JOBSETS,
+    TOKENREVIEWS,
+    SUBJECTACCESSREVIEWS,
 )
 
 

@@ -23,6 +23,7 @@ from app.sim.kubeapi.handlers import error_response, handle_api, json_response
 from app.sim.kubeapi.kubeconfig import DEFAULT_TOKEN, write_kubeconfig
 from app.sim.kubeapi.registry import Registry
 from app.sim.kubeapi.resources import Catalog, JsonObj
+from app.sim.kubeapi.reviews import API_AUDIENCE, Grant, Identity
 from app.sim.kubeapi.state import STATE, SimState, Timers
 from app.sim.kubeapi.store import Clock, Store, utc_now
 
@@ -182,6 +183,49 @@ class KubeApiServer:
     def fail_evictions(self, *failures: EvictionFailure) -> None:
         """Make every eviction of these pods fail outright (none: evictions work again)."""
         self.state.faults.fail_evictions(failures)
+
+    def register_token(
+        self,
+        token: str,
+        username: str,
+        *,
+        groups: tuple[str, ...] = (),
+        extra: Mapping[str, list[str]] | None = None,
+        audiences: tuple[str, ...] | None = None,
+        uid: str = "",
+    ) -> None:
+        """Make TokenReview authenticate `token` as `username` (for `audiences`; default the API server's)."""
+        identity = Identity(
+            username=username,
+            uid=uid,
+            groups=groups,
+            extra=dict(extra or {}),
+            audiences=audiences if audiences is not None else (API_AUDIENCE,),
+        )
+        self.state.reviews.register_token(token, identity)
+
+    def register_pod_token(
+        self, token: str, *, namespace: str, service_account: str, pod: str, node: str | None, audience: str
+    ) -> None:
+        """A pod-bound projected ServiceAccount token, as kube-apiserver reviews one: the pod in `extra`, and
+        the node too unless `node` is None (a cluster older than 1.30, or the feature gate off)."""
+        extra = {"authentication.kubernetes.io/pod-name": [pod]}
+        if node is not None:
+            extra["authentication.kubernetes.io/node-name"] = [node]
+        self.register_token(
+            token,
+            f"system:serviceaccount:{namespace}:{service_account}",
+            groups=("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"),
+            extra=extra,
+            audiences=(audience,),
+        )
+
+    def forget_token(self, token: str) -> None:
+        self.state.reviews.forget_token(token)
+
+    def grant(self, subject: str, verb: str, group: str, resource: str, *, name: str = "*") -> None:
+        """Let SubjectAccessReview allow `subject` (a user or a group) `verb` on group/resource."""
+        self.state.reviews.grant(Grant(subject=subject, verb=verb, group=group, resource=resource, name=name))
 
     def counters(self) -> JsonObj:
         return self.state.counters.snapshot()

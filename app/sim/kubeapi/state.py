@@ -17,6 +17,7 @@ from app.sim.kubeapi.counters import Counters
 from app.sim.kubeapi.faults import FaultInjector
 from app.sim.kubeapi.registry import Registry
 from app.sim.kubeapi.resources import Catalog
+from app.sim.kubeapi.reviews import Reviews
 
 
 class Timers:
@@ -49,6 +50,7 @@ class SimState:
     registry: Registry
     counters: Counters = field(default_factory=Counters)
     faults: FaultInjector = field(default_factory=FaultInjector)
+    reviews: Reviews = field(default_factory=Reviews)
     token: str | None = None
     server_address: str = "127.0.0.1:0"
     closing: asyncio.Event = field(default_factory=asyncio.Event)
