@@ -4,9 +4,10 @@ serve without authentication where others can reach the port.
 `serve` is what `sickbay serve` runs once the application is built. With `tls.cert_file` and
 `tls.key_file` set the port speaks HTTPS only (a plain HTTP request fails the handshake). A cert-manager
 Secret is renewed in place, as a new pair of files behind the mount's symlinks: `watch_certificate`
-re-reads both whenever either one's modification time (or inode) changes, into the same `SSLContext`,
-so new connections get the new certificate and open ones keep theirs; a pair that fails to load (caught
-half-written) leaves the old one serving and is tried again on the next check.
+re-reads both whenever either one's modification time (or inode) changes, proves them on a scratch
+context, then loads them into the live `SSLContext`, so new connections get the new certificate and open
+ones keep theirs; a pair that fails to load (caught half-written) leaves the old one serving and is tried
+again on the next check.
 
 Reads settings handed to it; no argv or environment.
 """
