@@ -59,7 +59,7 @@ class ReadSettings(BaseModel):
     cache_ttl_s: float = Field(default=3.0, ge=0, le=300)
     qps: float = Field(default=5.0, gt=0)
     burst: int = Field(default=10, ge=1)
-    # How many read requests are served a second, however cheap (a cached answer still costs the event
+    # How many requests all read routes together are served a second, however cheap (a cached answer still costs the event
     # loop that remediation runs on): the rest wait their turn, up to `max_wait_s`, then get 429. Readers
     # who wait send nothing more, so a flood paces itself to this rate.
     requests_per_s: float = Field(default=100.0, gt=0)

@@ -197,8 +197,10 @@ async def test_readers_past_the_request_rate_wait_their_turn_then_are_told_to_co
     settings = open_settings(tmp_path, reads={"requests_per_s": 0.001, "requests_burst": 2, "max_wait_s": 0})
     client = await aiohttp_client(build_app(settings, kube=CountingPort()))  # type: ignore[arg-type]
     assert (await client.get("/")).status == 200
-    assert (await client.get("/api/v1/nodes")).status == 200
-    refused = await client.get("/api/v1/nodes/gpu-a-00")  # the line is longer than max_wait_s
-    assert refused.status == 429
-    assert refused.headers["Retry-After"] == "1"
-    assert (await client.get("/healthz")).status == 200  # only the read routes are paced
+    assert (await client.get("/api/v1/actions")).status == 200
+    for path in ("/api/v1/nodes/gpu-a-00", "/api/v1/actions", "/api/v1/rejected", "/api/v1/breaker", "/"):
+        refused = await client.get(path)  # the line is longer than max_wait_s
+        assert refused.status == 429, path
+        assert refused.headers["Retry-After"] == "1"
+    for path in ("/healthz", "/readyz", "/metrics"):  # only the read routes are paced
+        assert (await client.get(path)).status == 200, path

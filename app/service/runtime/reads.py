@@ -12,10 +12,11 @@ Here:
   queued when none is saved up. The client behind it paces on a bucket of its own
   (`KubeClient.with_own_limiter`), so a read never holds a token a quarantine waits for;
 - `answer` serves a read route's whole response from the cache (one page render, one journal query
-  per key per TTL). Before that each request waits its turn at `reads.requests_per_s` (429 past
-  `max_wait_s`), and then for `Urgency.calm()` while the pipeline turns a signal into actions: even a
-  cached answer costs the event loop remediation runs on, and readers who wait send nothing more, so a
-  flood of them paces itself instead of slowing the quarantine.
+  per key per TTL);
+- `pace`, before every read route (the routes' `_read` guard), makes each request wait its turn at
+  `reads.requests_per_s` (429 past `max_wait_s`), and then for `Urgency.calm()` while the pipeline turns
+  a signal into actions: even a cached answer costs the event loop remediation runs on, and readers who
+  wait send nothing more, so a flood of them paces itself instead of slowing the quarantine.
 
 It serves what the read routes show and nothing else: the pipeline and the actuators read the cluster
 through the port directly, never through this cache.
@@ -198,12 +199,10 @@ class _Answer:
         )
 
 
-async def answer(request: web.Request, key: str, handler: Handler) -> web.StreamResponse:
-    """`handler`'s response for `key`, computed once per TTL for all readers, after any urgent work.
-
-    `key` must name everything the response depends on (the route and its path parameters)."""
+async def pace(request: web.Request) -> web.Response | None:
+    """Wait this read's turn (`reads.requests_per_s`) and then for a calm moment in the pipeline; the 429
+    to answer instead when the line is longer than `reads.max_wait_s`, None to go on."""
     services = request.app[SERVICES]
-    cache = services.read_cache
     if services.read_pace is not None:
         wait = services.read_pace.reserve_within(services.settings.reads.max_wait_s)
         if wait is None:
@@ -217,6 +216,14 @@ async def answer(request: web.Request, key: str, handler: Handler) -> web.Stream
             await asyncio.sleep(wait)
     if services.urgency is not None:
         await services.urgency.calm()
+    return None
+
+
+async def answer(request: web.Request, key: str, handler: Handler) -> web.StreamResponse:
+    """`handler`'s response for `key`, computed once per TTL for all readers.
+
+    `key` must name everything the response depends on (the route and its path parameters)."""
+    cache = request.app[SERVICES].read_cache
     if cache is None:
         return await handler(request)
 

@@ -87,13 +87,15 @@ def _write(handler: Handler, *, resource: str) -> Handler:
 
 
 def _read(handler: Handler) -> Handler:
-    """`handler` open to all, or to readers only when `auth.reads.required`."""
+    """`handler` open to all, or to readers only when `auth.reads.required`; paced (`reads.pace`)."""
 
     async def guarded(request: web.Request) -> web.StreamResponse:
         try:
             await request.app[SERVICES].callers.reader(request.headers.get("Authorization"))
         except callers.Refused as refused:
             return _refusal(refused)
+        if (busy := await reads.pace(request)) is not None:
+            return busy
         return await handler(request)
 
     return guarded
