@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from typing import IO
 import pytest
 
 from tests import year_ahead
+from tests.tlsfiles import TlsFiles
 
 REPO = Path(__file__).resolve().parents[1]
 _CLOCK_LINE = pytest.StashKey[str | None]()
@@ -74,10 +76,15 @@ class SickbayServer:
     token: str
     log: Path
     log_file: IO[bytes] | None = field(repr=False, default=None)
+    ca: Path | None = None  # the CA that signed its certificate, when it serves HTTPS
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.ca else 'http'}://127.0.0.1:{self.port}"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A client context trusting the server's CA; None for plain HTTP."""
+        return None if self.ca is None else ssl.create_default_context(cafile=str(self.ca))
 
     @property
     def headers(self) -> dict[str, str]:
@@ -112,7 +119,9 @@ class SickbayServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"sickbay exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(f"{self.url}/readyz", timeout=2) as response:
+                with urllib.request.urlopen(
+                    f"{self.url}/readyz", timeout=2, context=self.ssl_context()
+                ) as response:
                     if response.status == 200:
                         return
             except (urllib.error.URLError, OSError):
@@ -153,13 +162,19 @@ def sickbay_server(tmp_path: Path) -> Iterator[Callable[..., SickbayServer]]:
     started: list[SickbayServer] = []
 
     def start(
-        *, db: Path | None = None, token: str = "test-token", env: dict[str, str] | None = None
+        *,
+        db: Path | None = None,
+        token: str = "test-token",
+        env: dict[str, str] | None = None,
+        tls: TlsFiles | None = None,
     ) -> SickbayServer:
         db = db or tmp_path / "sickbay.db"
         child_env = {k: v for k, v in os.environ.items() if not k.startswith("SICKBAY_")}
         # No risk model unless the test asks (as in-process, `_no_risk_model_unless_asked`): loading one
         # costs each child seconds of CPU on a loaded 2-core machine.
         child_env |= {"SICKBAY_AUTH__TOKEN": token, "SICKBAY_PREDICTION__ENABLED": "false", **(env or {})}
+        if tls is not None:
+            child_env |= {"SICKBAY_TLS__CERT_FILE": str(tls.cert), "SICKBAY_TLS__KEY_FILE": str(tls.key)}
         last_error: Exception | None = None
         for attempt in range(3):  # a port picked free can be taken before the child binds it: retry
             port = _free_port()
@@ -172,7 +187,15 @@ def sickbay_server(tmp_path: Path) -> Iterator[Callable[..., SickbayServer]]:
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
             )
-            server = SickbayServer(proc=proc, port=port, db=db, token=token, log=log, log_file=log_file)
+            server = SickbayServer(
+                proc=proc,
+                port=port,
+                db=db,
+                token=token,
+                log=log,
+                log_file=log_file,
+                ca=None if tls is None else tls.ca,
+            )
             started.append(server)
             try:
                 server.wait_ready()

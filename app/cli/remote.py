@@ -74,7 +74,7 @@ def _ask(
     token = args.token or os.environ.get(OPERATOR_TOKEN_ENV, "")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     body = None if payload is None else json.dumps(payload).encode()
-    if body is not None:
+    if method == "POST":  # the service answers 415 to a POST that does not say JSON, body or not
         headers["Content-Type"] = "application/json"
     request = urllib.request.Request(  # noqa: S310 - the operator names the URL
         args.url.rstrip("/") + path, data=body, method=method, headers=headers

@@ -12,7 +12,6 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from aiohttp import web
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -25,6 +24,7 @@ from app.kube import client as kube_client
 from app.obs import logs
 from app.service import explain as explaining
 from app.service import runtime
+from app.service.runtime import listener
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -43,13 +43,8 @@ def serve(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"inbox": settings.inbox.model_copy(update={"path": args.db})})
     logs.setup(settings.log, level=settings.log_level)
     app = runtime.build_app(settings)
-    web.run_app(
-        app,
-        host=settings.listen_host,
-        port=settings.listen_port,
-        print=lambda msg: logging.getLogger("sickbay").info("%s", msg),
-        access_log=None,
-    )
+    # Refuses (ConfigError, exit 2) auth.mode none on a public bind, and a TLS pair that does not load.
+    listener.serve(app, settings, say=lambda msg: logging.getLogger("sickbay").info("%s", msg))
     return 0
 
 

@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from app.config import errors
+from app.config.transport import HttpSettings, ReadSettings, TlsSettings
 
 CONFIG_ENV = "SICKBAY_CONFIG"
 DEFAULT_NODE_LABELS = ("node", "kubernetes_node", "Hostname", "hostname", "instance")
@@ -110,6 +111,9 @@ class AuthSettings(BaseModel):
     previous_token: SecretStr | None = None
     username: str | None = None
     password: SecretStr | None = None
+    # `mode: none` on a bind other than loopback lets anyone who reaches the port post alerts and reset
+    # the breaker: `sickbay serve` refuses to start that way unless this says it is meant.
+    allow_none_on_public_bind: bool = False
     agents: AgentAuthSettings = AgentAuthSettings()
     operator: OperatorAuthSettings = OperatorAuthSettings()
     reads: ReadAuthSettings = ReadAuthSettings()
@@ -274,6 +278,9 @@ class Settings(BaseSettings):
     # Bearer by default and validated even when absent, so a service with no token refuses to start.
     auth: AuthSettings = Field(default_factory=AuthSettings.model_construct, validate_default=True)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    tls: TlsSettings = TlsSettings()
+    http: HttpSettings = HttpSettings()
+    reads: ReadSettings = ReadSettings()
     node_label_keys: tuple[str, ...] = DEFAULT_NODE_LABELS
     # A `pod` label equal to one of these, or to `<name>-<suffix>`, or whose `container` is one, or named
     # after the alert's `job`, is the scrape target, never the workload (see README, "Attribution").

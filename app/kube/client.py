@@ -14,6 +14,7 @@ one place. It must not import `app.sim`, and nothing outside `app.kube` may impo
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -67,6 +68,20 @@ class KubeClient:
         self.transport = Transport(
             api, qps=qps, burst=burst, retry=retry, clock=clock, sleep=sleep, rand=rand
         )
+        # Kept for `with_own_limiter`, which builds the same client on another bucket.
+        self._sibling = functools.partial(
+            KubeClient,
+            api,
+            retry=retry,
+            gpu_resources=gpu_resources,
+            plurals=plurals,
+            instance=instance,
+            page_size=page_size,
+            clock=clock,
+            sleep=sleep,
+            rand=rand,
+            now=now,
+        )
         self._nodes = NodeCalls(self.transport, gpu_resources=gpu_resources, page_size=page_size, now=now)
         self._pods = PodCalls(self.transport, gpu_resources=gpu_resources, page_size=page_size)
         self._events = EventCalls(self.transport, instance=instance or socket.gethostname(), now=now)
@@ -77,6 +92,14 @@ class KubeClient:
             api, qps=REVIEW_QPS, burst=REVIEW_BURST, retry=REVIEW_RETRY, clock=clock, sleep=sleep, rand=rand
         )
         self._reviews = ReviewCalls(self.review_transport)
+
+    def with_own_limiter(self, *, qps: float, burst: int) -> KubeClient:
+        """The same client (credentials, connection pool, options) pacing on a token bucket of its own.
+
+        The read routes use one so that their calls never take a token the remediation path is waiting
+        for. It shares this client's `ApiClient`: close this one, not the sibling.
+        """
+        return self._sibling(qps=qps, burst=burst)
 
     @property
     def api(self) -> k8s.ApiClient:

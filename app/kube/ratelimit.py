@@ -48,14 +48,39 @@ class TokenBucket:
         self._tokens = float(burst)
         self._updated: float | None = None
 
-    def reserve(self) -> float:
-        """Take one token now and return how long the caller must wait before using it (0 if none)."""
+    def _refill(self) -> None:
         now = self._clock()
         if self._updated is not None:
             self._tokens = min(float(self.burst), self._tokens + (now - self._updated) * self.qps)
         self._updated = now
+
+    def reserve(self) -> float:
+        """Take one token now and return how long the caller must wait before using it (0 if none)."""
+        self._refill()
         self._tokens -= 1.0
         return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
+    def reserve_within(self, max_wait: float) -> float | None:
+        """Like `reserve`, but only when the token is due within `max_wait` seconds: the wait, or None
+        (and nothing taken) when the line is longer than that."""
+        self._refill()
+        wait = 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / self.qps
+        if wait > max_wait:
+            return None
+        self._tokens -= 1.0
+        return wait
+
+    def try_take(self) -> bool:
+        """Take one token if one is saved up now; never waits, never borrows from the future.
+
+        For work that should rather be refused than queued (a flood of readers): it cannot push back the
+        callers that `reserve` serves in order.
+        """
+        self._refill()
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
 
     async def acquire(self) -> float:
         """Wait for a token; returns the seconds waited (0 when one was saved up)."""

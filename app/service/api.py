@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -18,7 +18,7 @@ from app.act.shadowing import ShadowKeeper
 from app.decide import footprint
 from app.domain import NodeState
 from app.ingest import bodies
-from app.kube import errors, port
+from app.kube import errors
 from app.store import deadletter, inbox
 from app.store.journal import Journal
 
@@ -26,6 +26,24 @@ from app.store.journal import Journal
 Backtest = Callable[[], Awaitable[tuple[dict[str, Any] | None, str] | None]]
 
 _SOURCES = ("alertmanager", "agent")
+
+
+class NodeSource(Protocol):
+    """Where the node routes read nodes from: the runtime's cached, budgeted reads (or any `KubePort`)."""
+
+    async def get_node(self, name: str) -> NodeState: ...
+
+    async def list_nodes(self, *, label_selector: str | None = None) -> list[NodeState]: ...
+
+
+def _kube_refusal(exc: errors.KubeError) -> web.Response:
+    """503 when the API server cannot answer; 429 when the read routes' own budget is spent."""
+    if isinstance(exc, errors.TooManyRequestsError):
+        retry = max(1, round(exc.retry_after or 1))
+        return web.json_response(
+            {"error": "busy", "message": str(exc)}, status=429, headers={"Retry-After": str(retry)}
+        )
+    return web.json_response({"error": "kube_unavailable", "message": str(exc)}, status=503)
 
 
 def _limit(request: web.Request) -> int:
@@ -132,7 +150,7 @@ def node_view(node: NodeState) -> dict[str, Any]:
     }
 
 
-async def nodes(request: web.Request, kube: port.KubePort | None) -> web.Response:
+async def nodes(request: web.Request, kube: NodeSource | None) -> web.Response:
     if kube is None:
         return web.json_response(
             {"error": "no_cluster", "message": "Kubernetes access is not configured"}, status=404
@@ -140,11 +158,11 @@ async def nodes(request: web.Request, kube: port.KubePort | None) -> web.Respons
     try:
         listed = await kube.list_nodes(label_selector=footprint.STATE)
     except errors.KubeError as exc:
-        return web.json_response({"error": "kube_unavailable", "message": str(exc)}, status=503)
+        return _kube_refusal(exc)
     return web.json_response({"items": [node_view(n) for n in listed]})
 
 
-async def node(request: web.Request, kube: port.KubePort | None, journal: Journal) -> web.Response:
+async def node(request: web.Request, kube: NodeSource | None, journal: Journal) -> web.Response:
     name = request.match_info["name"]
     # Checked before any use: `..` would otherwise reach the API server as `/api/v1/nodes/..`, which
     # clients and proxies collapse to `/api/v1/` (a 200 with a blank node).
@@ -161,7 +179,7 @@ async def node(request: web.Request, kube: port.KubePort | None, journal: Journa
     except errors.NotFoundError:
         return web.json_response({"error": "not_found", "message": f"node {name!r} not found"}, status=404)
     except errors.KubeError as exc:
-        return web.json_response({"error": "kube_unavailable", "message": str(exc)}, status=503)
+        return _kube_refusal(exc)
     view = node_view(found)
     view["journal"] = [
         {"at": e.at, "class": e.fault_class, "reason": e.reason, "plan": e.plan["summary"]}

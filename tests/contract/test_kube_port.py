@@ -601,3 +601,19 @@ async def test_token_bucket_paces_a_burst(kube: KubeClient, nodes: Nodes) -> Non
         in_window = [t for t in started if second <= t < second + 1]
         assert len(in_window) <= qps + (burst if second == 0 else 0)
     assert all(t >= (k + 1 - burst) / qps - 1e-9 for k, t in enumerate(sorted(started)))
+
+
+async def test_a_sibling_client_paces_on_its_own_bucket_over_the_same_connection(
+    kube: KubeClient, nodes: Nodes
+) -> None:
+    name = await nodes.create()
+    fake = FakeTime()
+    main = derived(kube, qps=1.0, burst=1, clock=fake.clock, sleep=fake.sleep)
+    reads = main.with_own_limiter(qps=1.0, burst=1)
+    assert reads.api is main.api
+    await main.get_node(name)  # spends the main bucket's only token
+    assert (await reads.get_node(name)).name == name  # its own token: nothing waits
+    assert fake.sleeps == []
+    await reads.get_node(name)  # the sibling's bucket is empty now: it waits, on the same clock
+    assert fake.sleeps == [pytest.approx(1.0)]
+    assert (main.attempts, reads.attempts) == (1, 2)

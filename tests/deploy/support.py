@@ -40,6 +40,8 @@ TOOL_TIMEOUT_S = 60
 CLUSTER_SCOPED = frozenset({"Namespace", "ClusterRole", "ClusterRoleBinding"})
 # Prometheus Operator kinds: not in kubernetes-validate's schemas, checked structurally instead.
 OPERATOR_KINDS = frozenset({"ServiceMonitor", "PodMonitor", "PrometheusRule", "AlertmanagerConfig"})
+# cert-manager kinds (the tls component): no schema there either, checked structurally in test_kustomize.
+CERT_MANAGER_KINDS = frozenset({"Certificate", "Issuer"})
 
 Obj = dict[str, Any]
 

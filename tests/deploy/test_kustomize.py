@@ -35,7 +35,7 @@ try:
 except ImportError:  # not installed: the schema test skips, saying so
     kv = None
 
-EXPECTED_OVERLAYS = {"default", "dry-run", "prometheus-operator", "persistent-journal"}
+EXPECTED_OVERLAYS = {"default", "dry-run", "prometheus-operator", "persistent-journal", "tls"}
 SINGLE_REPLICA = {"dry-run", "persistent-journal"}
 # Oldest and newest Kubernetes minor versions the manifests are validated against.
 K8S_VERSIONS = ("1.29.0", "1.37.0")
@@ -134,7 +134,8 @@ def test_objects_validate_against_the_kubernetes_schemas(overlay: str) -> None:
     problems = [
         problem
         for obj in support.render(overlay)
-        if obj["kind"] not in support.OPERATOR_KINDS  # no schema there: checked structurally below
+        # no schema there: checked structurally below
+        if obj["kind"] not in support.OPERATOR_KINDS | support.CERT_MANAGER_KINDS
         for version in K8S_VERSIONS
         if (problem := _schema_problem(json.dumps(obj, sort_keys=True), version)) is not None
     ]
@@ -207,6 +208,7 @@ def test_the_deployment_is_a_configuration_sickbay_accepts(
     assert settings.dry_run is (overlay == "dry-run")
     assert settings.leader.enabled is (overlay != "dry-run")
     assert settings.leader.namespace == support.NAMESPACE
+    assert settings.tls.enabled is (overlay == "tls")
     # The mounted policy and catalog are those of rules/.
     assert rules_config.load_policy(settings.policy_file) == rules_config.load_policy(
         support.ROOT / "rules" / "policy.yaml"
@@ -244,7 +246,8 @@ def test_the_services_route_to_sickbay(overlay: str) -> None:
     # The agent and Alertmanager reach the leader through the `sickbay` Service.
     agent = support.one(objects, "DaemonSet", "sickbay-agent")
     url = support.env_of(support.container(agent, "agent"))["SICKBAY_AGENT_SERVICE_URL"]["value"]
-    assert url == f"http://sickbay.{support.NAMESPACE}.svc:8080"
+    scheme = "https" if overlay == "tls" else "http"
+    assert url == f"{scheme}://sickbay.{support.NAMESPACE}.svc:8080"
     # The Deployment's selector keeps the agent's pods out, and the other way round.
     agent_labels = agent["spec"]["template"]["metadata"]["labels"]
     assert not support.labels_match(deployment["spec"]["selector"]["matchLabels"], agent_labels)

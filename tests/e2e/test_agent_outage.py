@@ -67,7 +67,16 @@ async def test_a_burst_during_a_30s_outage_arrives_exactly_once(tmp_path: Path) 
         await asyncio.sleep(30)  # the outage, in event-loop time
 
         db = tmp_path / "sickbay.db"
-        app = build_app(load_settings(auth={"mode": "bearer", "token": "webhook-token", "agents": {"mode": "token", "token": TOKEN}}, inbox={"path": db}))
+        app = build_app(
+            load_settings(
+                auth={
+                    "mode": "bearer",
+                    "token": "webhook-token",
+                    "agents": {"mode": "token", "token": TOKEN},
+                },
+                inbox={"path": db},
+            )
+        )
         runner = web.AppRunner(app)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", port).start()

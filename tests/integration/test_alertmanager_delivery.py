@@ -146,7 +146,8 @@ def fault_seqs(db: Path) -> list[int]:
         return [r[0] for r in conn.execute("SELECT inbox_seq FROM faults ORDER BY inbox_seq")]
 
 
-def alertmanager_config(webhook_url: str) -> str:
+def alertmanager_config(webhook_url: str, *, ca_file: Path | None = None) -> str:
+    """The route and receiver; with `ca_file`, the webhook's `http_config` trusts that CA (HTTPS)."""
     route = {
         "receiver": "sickbay",
         "group_by": ["..."],  # every alert is its own group, so each notification carries one alert
@@ -171,7 +172,10 @@ def alertmanager_config(webhook_url: str) -> str:
                 {
                     "url": webhook_url,
                     "send_resolved": True,
-                    "http_config": {"authorization": {"type": "Bearer", "credentials": TOKEN}},
+                    "http_config": {
+                        "authorization": {"type": "Bearer", "credentials": TOKEN},
+                        **({"tls_config": {"ca_file": str(ca_file)}} if ca_file else {}),
+                    },
                 }
             ],
         }
@@ -204,9 +208,9 @@ def alertmanager(tmp_path: Path, free_port: Callable[[], int]) -> Iterator[Calla
     """Factory: start Alertmanager for a webhook URL (gossip off, loopback only), stopped at teardown."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(webhook_url: str) -> Alertmanager:
+    def start(webhook_url: str, *, ca_file: Path | None = None) -> Alertmanager:
         config = tmp_path / "alertmanager.yml"
-        config.write_text(alertmanager_config(webhook_url))
+        config.write_text(alertmanager_config(webhook_url, ca_file=ca_file))
         log = tmp_path / "alertmanager.log"
         for _ in range(3):
             port = free_port()

@@ -83,7 +83,8 @@ class World:
         return response.status, await response.json()
 
 
-def _bearer(token: str, *, json_body: bool = False) -> dict[str, str]:
+def _bearer(token: str, *, json_body: bool = True) -> dict[str, str]:
+    # Every POST must say JSON (415 otherwise, body or not); a GET does not mind the header.
     headers = {"Authorization": f"Bearer {token}"}
     return {**headers, "Content-Type": "application/json"} if json_body else headers
 

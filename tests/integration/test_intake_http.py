@@ -21,6 +21,7 @@ from tests.payloads import alert, webhook
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+JSON = {"Content-Type": "application/json"}
 # Each caller its own credential (issue 16): the agents' static token (no cluster here) and the operators'.
 AGENT_TOKEN = "agent-token"
 OPERATOR_TOKEN = "operator-token"
@@ -156,12 +157,12 @@ async def test_resetting_the_breaker_needs_an_operators_credentials(
     client: TestClient[Any, Any], headers: dict[str, str], status: int, problem: str
 ) -> None:
     """The webhook's token (or an agent's) cannot reset the breaker (issue 16): only an operator's can."""
-    response = await client.post("/api/v1/breaker/reset", headers=headers)
+    response = await client.post("/api/v1/breaker/reset", headers={**headers, **JSON})
     assert response.status == status
     assert response.content_type == "application/json"
     error = "unauthorized" if status == 401 else "forbidden"
     assert await response.json() == {"error": error, "message": problem}
-    allowed = await client.post("/api/v1/breaker/reset", headers=OPERATOR)
+    allowed = await client.post("/api/v1/breaker/reset", headers={**OPERATOR, **JSON})
     assert allowed.status == 404, "past the credentials: no cluster configured here"
 
 
@@ -194,9 +195,11 @@ async def test_basic_auth(tmp_path: Path, aiohttp_client: Callable[[web.Applicat
     )
     client = await aiohttp_client(build_app(settings))
     body = json.dumps(webhook()).encode()
-    ok = await client.post("/api/v1/alerts", data=body, headers={"Authorization": "Basic YW06cHc="})
+    ok = await client.post("/api/v1/alerts", data=body, headers={"Authorization": "Basic YW06cHc=", **JSON})
     assert ok.status == 200
-    wrong = await client.post("/api/v1/alerts", data=body, headers={"Authorization": "Basic YW06eHg="})
+    wrong = await client.post(
+        "/api/v1/alerts", data=body, headers={"Authorization": "Basic YW06eHg=", **JSON}
+    )
     assert wrong.status == 401
 
 

@@ -172,7 +172,7 @@ async def test_storm_opens_the_breaker_and_journals_every_signal(tmp_path: Path)
         assert "budget" in state["reason"]
         metrics = await (await world.client.get("/metrics")).text()
         assert "sickbay_breaker_open 1.0" in metrics
-        reset = await world.client.post("/api/v1/breaker/reset")
+        reset = await world.client.post("/api/v1/breaker/reset", json={})
         assert (await reset.json())["open"] is False
 
 

@@ -202,7 +202,7 @@ async def test_the_operator_endpoints_need_credentials_and_say_what_they_did(
     client = await aiohttp_client(build_app(settings))
     auth = {"Authorization": "Bearer op-t0ken"}
     assert (await client.post("/api/v1/model/validate", json={"force": True})).status == 401
-    assert (await client.post("/api/v1/model/shadow")).status == 401
+    assert (await client.post("/api/v1/model/shadow", json={})).status == 401
     # The webhook's token is known, and may post alerts only.
     webhook = {"Authorization": "Bearer t0ken"}
     assert (await client.post("/api/v1/model/validate", json={"force": True}, headers=webhook)).status == 403
@@ -223,5 +223,7 @@ async def test_the_operator_endpoints_need_credentials_and_say_what_they_did(
     )
     back = await (await client.post("/api/v1/model/shadow", json={"version": "v7"}, headers=auth)).json()
     assert (back["mode"], back["reason"], back["held"]) == ("shadow", "operator", True)
-    bad = await client.post("/api/v1/model/shadow", data=b"[1]", headers=auth)
+    bad = await client.post(
+        "/api/v1/model/shadow", data=b"[1]", headers={**auth, "Content-Type": "application/json"}
+    )
     assert bad.status == 400

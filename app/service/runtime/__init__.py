@@ -8,7 +8,9 @@ serves health and metrics. Reads no argv or environment (that is `cli`'s job).
 
 Modules: `services` (the container of live parts), `wiring` (scheduler, storage, cluster and actuators),
 `leadership` (the leader's loop and jobs), `prediction` (scoring, validation and retraining, started in
-the background), `routes` (the HTTP handlers). `build_app`, `load_rules`, `Services` and `SERVICES` are
+the background), `routes` (the HTTP handlers), `reads` (the read routes' cached, budgeted view of the
+cluster), `surface` (JSON-only POSTs, security headers), `listener` (TLS, timeouts, the refusal of
+unauthenticated public binds; what `sickbay serve` runs). `build_app`, `load_rules`, `Services` and `SERVICES` are
 what the command line and the tests use.
 """
 
@@ -21,7 +23,7 @@ from app.ingest import callers
 from app.kube import port
 from app.obs import logs
 from app.obs.metrics import Metrics, create_metrics
-from app.service.runtime import fallback, leadership, prediction, routes, wiring
+from app.service.runtime import fallback, leadership, prediction, routes, surface, wiring
 from app.service.runtime.services import SERVICES, Clock, Services, load_rules, utc_now
 
 __all__ = ["SERVICES", "Services", "build_app", "load_rules", "utc_now"]
@@ -47,7 +49,10 @@ def build_app(
         reviews=reviews,
     )
     # Our own size check streams the body and answers 413 with JSON; aiohttp's limit must not pre-empt it.
-    app = web.Application(client_max_size=settings.max_body_bytes * 2, middlewares=[routes.observe])
+    app = web.Application(
+        client_max_size=settings.max_body_bytes * 2,
+        middlewares=[routes.observe, surface.security_headers, surface.require_json_posts],
+    )
     app[SERVICES] = services
     # A request aiohttp's parser refuses never reaches a handler: its log line is tamed here.
     logs.refuse_quietly(settings.log)

@@ -21,7 +21,7 @@ from app.decide import footprint
 from app.ingest import callers, handlers
 from app.kube import errors as kube_errors
 from app.service import api, status
-from app.service.runtime import fallback
+from app.service.runtime import fallback, reads
 from app.service.runtime.services import SERVICES, Services
 from app.store import deadletter
 from app.store.journal import Journal
@@ -94,13 +94,15 @@ def _write(handler: Handler, *, resource: str) -> Handler:
 
 
 def _read(handler: Handler) -> Handler:
-    """`handler` open to all, or to readers only when `auth.reads.required`."""
+    """`handler` open to all, or to readers only when `auth.reads.required`; paced (`reads.pace`)."""
 
     async def guarded(request: web.Request) -> web.StreamResponse:
         try:
             await request.app[SERVICES].callers.reader(request.headers.get("Authorization"))
         except callers.Refused as refused:
             return _refusal(refused)
+        if (busy := await reads.pace(request)) is not None:
+            return busy
         return await handler(request)
 
     return guarded
@@ -133,11 +135,17 @@ async def _rejected(request: web.Request) -> web.StreamResponse:
 
 
 async def _nodes(request: web.Request) -> web.StreamResponse:
-    return await api.nodes(request, request.app[SERVICES].kube)
+    async def answer(request: web.Request) -> web.StreamResponse:
+        return await api.nodes(request, request.app[SERVICES].reads)
+
+    return await reads.answer(request, "/api/v1/nodes", answer)
 
 
 async def _node(request: web.Request) -> web.StreamResponse:
-    return await api.node(request, request.app[SERVICES].kube, _journal(request))
+    async def answer(request: web.Request) -> web.StreamResponse:
+        return await api.node(request, request.app[SERVICES].reads, _journal(request))
+
+    return await reads.answer(request, f"/api/v1/nodes/{request.match_info['name']}", answer)
 
 
 async def _breaker(request: web.Request) -> web.StreamResponse:
@@ -169,12 +177,18 @@ async def _model_shadow(request: web.Request) -> web.StreamResponse:
 
 
 async def _status_page(request: web.Request) -> web.StreamResponse:
+    return await reads.answer(request, "/", _render_status_page)
+
+
+async def _render_status_page(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     journal = _journal(request)
     nodes = None
-    if services.kube is not None:
+    if services.reads is not None:
         try:
-            nodes = await services.kube.list_nodes(label_selector=footprint.STATE)
+            nodes = await services.reads.list_nodes(label_selector=footprint.STATE)
+        except kube_errors.TooManyRequestsError:
+            pass  # the read budget is spent (a flood of readers): the page says nodes are unavailable
         except kube_errors.KubeError as exc:
             log.warning("status page: cannot list nodes: %s", exc)
     html = status.render(

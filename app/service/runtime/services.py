@@ -17,17 +17,20 @@ from aiohttp import web
 from app.act.gatekeeper import GateKeeper
 from app.act.reconcile import Reconciler
 from app.act.shadowing import ShadowKeeper
+from app.act.urgency import Urgency
 from app.classify import classifier
 from app.config import rules
 from app.config.settings import Settings
 from app.ingest import callers as callers_mod
 from app.kube import port
+from app.kube.ratelimit import TokenBucket
 from app.obs.metrics import Metrics
 from app.service import pipeline, schedule
 from app.store import deadletter, inbox, journal
 
 if TYPE_CHECKING:
     from app.service import retraining_job, scoring_job, validation
+    from app.service.runtime import reads
 
 Clock = Callable[[], datetime]
 
@@ -51,6 +54,13 @@ class Services:
     journal: journal.Journal | None = None
     pipeline: pipeline.Pipeline | None = None
     kube: port.KubePort | None = None
+    # The read routes' answers, kept a few seconds; and the nodes they show, read on their own budget
+    # (None without a cluster). Both set by `wiring.connect_cluster`.
+    read_cache: reads.ReadCache | None = None
+    read_pace: TokenBucket | None = None  # the read routes' requests per second, cached or not
+    reads: reads.NodeReads | None = None
+    # Marks the stretches in which the pipeline turns signals into actions; reads wait for a calm moment.
+    urgency: Urgency | None = None
     # TokenReview and SubjectAccessReview: the real client's, or a test's.
     reviews: port.ReviewPort | None = None
     gates: GateKeeper | None = None

@@ -30,8 +30,10 @@ from app.domain import PodRef, Signal
 from app.ingest import signals
 from app.kube import client as kube_client
 from app.kube import port
+from app.kube.ratelimit import TokenBucket
 from app.kube.retries import RetryPolicy
 from app.service import lanes, pipeline, schedule
+from app.service.runtime import reads
 from app.service.runtime.reviewing import KubeReviewer
 from app.service.runtime.services import SERVICES, Services
 from app.store import deadletter
@@ -110,6 +112,11 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
         )
         services.kube = own_client
     kube = services.kube
+    budget = settings.reads
+    services.read_cache = reads.ReadCache(ttl_s=budget.cache_ttl_s, max_entries=budget.max_entries)
+    services.read_pace = TokenBucket(qps=budget.requests_per_s, burst=budget.requests_burst)
+    if kube is not None:
+        services.reads = _reads(services, kube, own_client, services.read_cache)
     if services.reviews is None and isinstance(kube, kube_client.KubeClient):
         services.reviews = kube
     operator = settings.auth.operator
@@ -129,7 +136,7 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
     drainer: Drainer | None = None
     restarter: Restarter | None = None
     writer: NodeWriter | None = None
-    urgency = Urgency()
+    urgency = services.urgency = Urgency()
     if kube is not None:
         executor, drainer, restarter, writer = await _actuators(services, kube, journal, inbox, urgency)
         assert services.shadow is not None
@@ -163,6 +170,21 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
             await restarter.stop()
         if own_client is not None:
             await own_client.close()
+
+
+def _reads(
+    services: Services,
+    kube: port.KubePort,
+    own_client: kube_client.KubeClient | None,
+    cache: reads.ReadCache,
+) -> reads.NodeReads:
+    """The read routes' view of the cluster: cached, on its own budget and, with our own client, on a
+    token bucket of its own (the same connection pool), so readers never spend remediation's tokens."""
+    budget = services.settings.reads
+    source: port.KubePort = kube
+    if own_client is not None:
+        source = own_client.with_own_limiter(qps=budget.qps, burst=budget.burst)
+    return reads.NodeReads(source, cache=cache, qps=budget.qps, burst=budget.burst)
 
 
 async def _actuators(
