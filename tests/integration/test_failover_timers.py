@@ -1,0 +1,92 @@
+"""The drain deadline, the quarantine rate limit and a deferred restart survive a failover.
+
+Each timer lives in observed state, so a new leader acts at the time the old one set, not at a time
+counted afresh from its own start: the drain deadline counts from the node's `sickbay.io/draining-since`,
+the rate limit's minute from the quarantines on the nodes and in the journal, a deferred restart's time is
+a row of the journal. Two (or three) in-process replicas, one after the other, on one simulated API server,
+each with its own clock; where the timer is in the journal they share the journal's file, as a restarted
+replica on the `persistent-journal` volume does.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from app.decide import footprint
+from tests.integration.remediation_world import Clock, World, eventually, open_world, write_policy
+
+pytestmark = pytest.mark.slow
+
+BLOCKED = "gpu-05"  # its inference pod's PodDisruptionBudget allows no disruption: every eviction is a 429
+
+
+async def annotations(world: World, node: str) -> dict[str, str]:
+    return dict((await world.node(node)).metadata.annotations or {})
+
+
+async def state_of(world: World, node: str) -> str | None:
+    return ((await world.node(node)).metadata.labels or {}).get(footprint.STATE)
+
+
+def refused(world: World) -> int:
+    return int(world.sim.counters()["evictions"].get("refused", 0))
+
+
+async def test_a_new_leader_resumes_a_drain_with_the_deadline_the_old_one_set(tmp_path: Path) -> None:
+    deadline = timedelta(minutes=10)
+    policy = write_policy(tmp_path, drain={"deadline": "10m", "on_deadline": "leave"})
+    async with open_world(tmp_path, policy=policy) as a:
+        await a.post_alert(node=BLOCKED, xid="95", gpu="0", sickbay_class="reset-gpu", fingerprint="dr1")
+
+        async def refused_once() -> bool:
+            return refused(a) >= 1
+
+        await eventually(refused_once, what="the first eviction refused")
+        assert await state_of(a, BLOCKED) == "draining"
+        mark = (await annotations(a, BLOCKED)).get(footprint.DRAINING_SINCE)
+        assert mark is not None, "replica A writes when the drain started"
+        t0 = datetime.fromisoformat(mark)
+        assert t0 <= a.clock()
+        await a.client.close()  # replica A stops, its drain with it: the node stays `draining`
+
+        halfway = Clock()
+        halfway.set_to(t0 + deadline / 2)
+        (tmp_path / "b").mkdir()
+        async with open_world(
+            tmp_path / "b", policy=policy, cluster=a.sim, identity="sickbay-test-1", clock=halfway
+        ) as b:
+            before = refused(b)
+            await b.reconcile()  # taking the lead ran one round already; this one finds the drain running
+
+            async def refused_again() -> bool:
+                return refused(b) > before
+
+            await eventually(refused_again, what="the resumed drain's eviction refused")
+            assert (await annotations(b, BLOCKED))[footprint.DRAINING_SINCE] == mark, "A's start, not B's"
+            assert await state_of(b, BLOCKED) == "draining", "half the deadline is left: it keeps trying"
+            await b.client.close()
+
+        past = Clock()
+        past.set_to(t0 + deadline + timedelta(seconds=1))
+        (tmp_path / "c").mkdir()
+        async with open_world(
+            tmp_path / "c", policy=policy, cluster=a.sim, identity="sickbay-test-2", clock=past
+        ) as c:
+
+            async def drain_failed() -> bool:
+                return await state_of(c, BLOCKED) == "drain-failed"
+
+            # A deadline counted from C's own start would keep it trying for ten more minutes.
+            await eventually(drain_failed, what="the drain given up at t0 + deadline")
+            after = await annotations(c, BLOCKED)
+            assert "blocked" in after[footprint.DRAIN_FAILED]
+            assert footprint.DRAINING_SINCE not in after, "the start goes with the `draining` label"
+            journal = c.services.journal
+            assert journal is not None
+            outcomes = await journal.outcomes(node=BLOCKED)
+            left = [o for o in outcomes if o["kind"] == "evict-pod" and o["status"] == "blocked"]
+            assert [o["detail"] for o in left] == ["left in place after the drain deadline (policy: leave)"]
+            assert len(await c.pods("inference")) == 1, "the pod its budget protects stays"
