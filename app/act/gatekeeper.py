@@ -2,7 +2,9 @@
 
 The pure rules live in `decide.gates`; this keeps their inputs current (from the reconciler's node list
 and from our own writes), persists the breaker in the journal so a restart keeps it open, and reports
-it as a metric. `admit` is serialised so two nodes can never both take the last slot of a budget; the
+it as a metric. The rate limit's minute is read, not remembered: the journal's quarantines and the
+nodes' own marks (`decide.gates.recent_quarantines`), so a new leader limits the minute the old one
+started; only an admission whose write is still in flight is held here, until the write returns. `admit` is serialised so two nodes can never both take the last slot of a budget; the
 proactive budget has its own lock, held by the writer from its node list through its write, for the same
 reason.
 """
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
@@ -39,7 +40,9 @@ class GateKeeper:
         self._clock = clock
         self._nodes: dict[str, NodeState] = {}
         self._quarantined: set[str] = set()
-        self._recent: deque[datetime] = deque(maxlen=1000)
+        # Admitted, and neither written nor journaled yet: the one part of the rate limit's input not yet
+        # observable. `wrote` and `forget` end it.
+        self._in_flight: dict[str, datetime] = {}
         self._lock = asyncio.Lock()
         self.proactive_lock = asyncio.Lock()
         self.breaker = gates.Breaker()
@@ -77,18 +80,24 @@ class GateKeeper:
                 self._nodes[node.name] = node
             pool = node.label(self._policy.pool_label) or ""
             now = self._clock()
+            recent = gates.recent_quarantines(
+                journaled=await self._journal.quarantines_since(now - gates.RATE_WINDOW),
+                nodes=self._nodes.values(),
+                in_flight=self._in_flight,
+                now=now,
+            )
             verdict = gates.admit(
                 self.fleet(),
                 pool=pool,
                 breaker=self.breaker,
                 policy=self._policy,
                 now=now,
-                recent_quarantines=tuple(self._recent),
+                recent_quarantines=recent,
             )
             if verdict.allowed:
                 # Reserve the slot now; `forget` gives it back if the write then fails.
                 self._quarantined.add(node.name)
-                self._recent.append(now)
+                self._in_flight[node.name] = now
             await self._set_breaker(verdict.breaker)
             return verdict
 
@@ -120,8 +129,14 @@ class GateKeeper:
         for level in (RiskLevel.WARN, RiskLevel.ACT):
             self._metrics.proactive_nodes.labels(level=level.value).set(levels.count(level))
 
+    def wrote(self, node: NodeState) -> None:
+        """The quarantine admitted for `node` is written: the node now says when (its own mark)."""
+        self._in_flight.pop(node.name, None)
+        self.noted(node)
+
     def forget(self, node: str) -> None:
         self._quarantined.discard(node)
+        self._in_flight.pop(node, None)
 
     async def reset(self) -> None:
         async with self._lock:

@@ -10,7 +10,7 @@ prediction is a guess, so past it a node only stays at the gentler step; it neve
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -20,6 +20,8 @@ from app.domain import NodeState, RiskLevel
 
 # `budgets.attempts_per_week` counts the remediation attempts (quarantines) of this long before now.
 ATTEMPT_WINDOW = timedelta(days=7)
+# `budgets.quarantines_per_minute` counts the fresh quarantines of this long before now.
+RATE_WINDOW = timedelta(minutes=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,11 +98,46 @@ def admit(
             f"({quarantined}/{nodes} quarantined, limit {pool_limit})"
         )
         return Verdict(False, why, Breaker(open=True, opened_at=now, reason=why, last_refusal=now))
-    window = [t for t in recent_quarantines if now - t < timedelta(minutes=1)]
+    window = [t for t in recent_quarantines if now - t < RATE_WINDOW]
     if len(window) >= policy.quarantines_per_minute:
         # A rate limit defers, it does not trip the breaker: the next minute may proceed.
         return Verdict(False, f"rate limit: {len(window)} quarantines in the last minute", breaker)
     return Verdict(True, "within budget", breaker)
+
+
+def recent_quarantines(
+    *,
+    journaled: Iterable[tuple[str, datetime]],
+    nodes: Iterable[NodeState],
+    in_flight: Mapping[str, datetime],
+    now: datetime,
+) -> tuple[datetime, ...]:
+    """The fresh quarantines of the rate limit's window before `now`, oldest first, from observed state
+    alone, so a new leader limits the same minute the old one started.
+
+    Three sources, per node: the quarantines the journal holds as applied (`journaled`: node and time),
+    the start of the quarantine a listed node carries (`sickbay.io/since`: what a new leader with an
+    empty journal still sees), and an admission whose write is in flight (`in_flight`: admitted, neither
+    written nor journaled yet). The journal and the node say the same quarantine twice, so a node counts
+    as often as the journal has it in the window, or once for its mark when the journal has none; an
+    admission in flight counts on top.
+    """
+
+    def within(at: datetime) -> bool:  # one a little ahead of `now` (another replica's clock) is recent too
+        return now - at < RATE_WINDOW
+
+    by_node: dict[str, list[datetime]] = {}
+    for node, at in journaled:
+        if within(at):
+            by_node.setdefault(node, []).append(at)
+    for node in nodes:
+        mark = footprint.time_of(node, footprint.SINCE) if footprint.quarantined_class(node) else None
+        if mark is not None and within(mark) and not by_node.get(node.name):
+            by_node[node.name] = [mark]
+    for name, at in in_flight.items():
+        if within(at):
+            by_node.setdefault(name, []).append(at)
+    return tuple(sorted(t for times in by_node.values() for t in times))
 
 
 def maybe_close(breaker: Breaker, fleet: Fleet, *, policy: rules.BudgetPolicy, now: datetime) -> Breaker:

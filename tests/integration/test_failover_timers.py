@@ -90,3 +90,79 @@ async def test_a_new_leader_resumes_a_drain_with_the_deadline_the_old_one_set(tm
             left = [o for o in outcomes if o["kind"] == "evict-pod" and o["status"] == "blocked"]
             assert [o["detail"] for o in left] == ["left in place after the drain deadline (policy: leave)"]
             assert len(await c.pods("inference")) == 1, "the pod its budget protects stays"
+
+
+RATE = {
+    "max_fraction": 1.0,
+    "per_pool_max_fraction": 1.0,
+    "quarantines_per_minute": 2,
+}
+
+
+async def quarantine_outcomes(world: World, node: str) -> list[dict[str, object]]:
+    journal = world.services.journal
+    assert journal is not None
+    # The quarantine's own outcome; the drain it starts is journaled under the same action, `recorded`.
+    return [
+        o
+        for o in await journal.outcomes(node=node)
+        if o["kind"] == "quarantine" and o["status"] != "recorded"
+    ]
+
+
+async def test_a_new_leader_keeps_the_rate_limit_of_the_minute_the_old_one_started(tmp_path: Path) -> None:
+    policy = write_policy(tmp_path, budgets=RATE)
+    async with open_world(tmp_path, policy=policy) as a:
+        for node in ("gpu-07", "gpu-08"):
+            await a.post_alert(
+                node=node, xid="95", gpu="0", sickbay_class="reset-gpu", fingerprint=f"rl-{node}"
+            )
+
+            async def held(node: str = node) -> bool:
+                return [o["status"] for o in await quarantine_outcomes(a, node)].count("applied") == 1
+
+            await eventually(held, what=f"{node} quarantined by A")
+        t0 = a.clock()
+        await a.client.close()  # two quarantines this minute, and A's memory of them, gone with A
+
+        async def refused(world: World, node: str) -> None:
+            async def blocked() -> bool:
+                return any(o["status"] == "blocked" for o in await quarantine_outcomes(world, node))
+
+            await world.reconcile()  # the node list the gates measure, as after taking the lead
+            fingerprint = f"rl-{node}"
+            await world.post_alert(
+                node=node, xid="95", gpu="0", sickbay_class="reset-gpu", fingerprint=fingerprint
+            )
+            await eventually(blocked, what=f"{node}'s quarantine refused")
+            outcomes = await quarantine_outcomes(world, node)
+            assert [o["detail"] for o in outcomes] == ["rate limit: 2 quarantines in the last minute"]
+            assert not (await world.node(node)).spec.unschedulable
+
+        # B restarts on A's journal (the persistent-journal volume): the journal and the nodes both say it.
+        b_clock = Clock()
+        b_clock.set_to(t0 + timedelta(seconds=5))
+        async with open_world(
+            tmp_path, policy=policy, cluster=a.sim, identity="sickbay-test-1", clock=b_clock
+        ) as b:
+            await refused(b, "gpu-09")
+            await b.client.close()
+
+        # C takes over with a journal of its own (each replica's emptyDir): the nodes' marks say it.
+        c_clock = Clock()
+        c_clock.set_to(t0 + timedelta(seconds=10))
+        (tmp_path / "c").mkdir()
+        async with open_world(
+            tmp_path / "c", policy=policy, cluster=a.sim, identity="sickbay-test-2", clock=c_clock
+        ) as c:
+            await refused(c, "gpu-06")
+            # The minute A started ends at t0 + 1 min, on C's clock as on A's.
+            c_clock.set_to(t0 + timedelta(minutes=1, seconds=1))
+            await c.post_alert(
+                node="gpu-06", xid="95", gpu="0", sickbay_class="reset-gpu", fingerprint="rl-again"
+            )
+
+            async def quarantined() -> bool:
+                return bool((await c.node("gpu-06")).spec.unschedulable)
+
+            await eventually(quarantined, what="gpu-06 quarantined once the minute passed")
