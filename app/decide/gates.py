@@ -127,11 +127,12 @@ def recent_quarantines(
         return now - at < RATE_WINDOW
 
     by_node: dict[str, list[datetime]] = {}
-    for node, at in journaled:
+    for name, at in journaled:
         if within(at):
-            by_node.setdefault(node, []).append(at)
+            by_node.setdefault(name, []).append(at)
     for node in nodes:
-        mark = footprint.time_of(node, footprint.SINCE) if footprint.quarantined_class(node) else None
+        held = footprint.quarantined_class(node) is not None
+        mark = footprint.time_of(node, footprint.SINCE) if held else None
         if mark is not None and within(mark) and not by_node.get(node.name):
             by_node[node.name] = [mark]
     for name, at in in_flight.items():

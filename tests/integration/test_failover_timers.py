@@ -166,3 +166,72 @@ async def test_a_new_leader_keeps_the_rate_limit_of_the_minute_the_old_one_start
                 return bool((await c.node("gpu-06")).spec.unschedulable)
 
             await eventually(quarantined, what="gpu-06 quarantined once the minute passed")
+
+
+async def test_a_new_leader_runs_a_deferred_restart_at_the_time_the_old_one_set(tmp_path: Path) -> None:
+    """A second application XID under the same pod is restarted after the backoff (10 min here): the
+    restart waits in the journal, so B, on A's journal, restarts the pod when A would have."""
+    policy = write_policy(tmp_path, retry={"initial": "10m"})
+    solo = {
+        "name": "solo-a",
+        "namespace": "training",
+        "node": "gpu-06",
+        "gpus": 8,
+        "labels": {"app": "solo-a"},
+    }
+    xid = {"node": "gpu-06", "xid": "13", "gpu": "1", "sickbay_class": "restart-workload"}
+    where = {"namespace": "training", "pod": "solo-a"}
+
+    async def solo_uid(world: World) -> str | None:
+        found = await world.pods("training", field_selector="metadata.name=solo-a")
+        return found[0].metadata.uid if found else None
+
+    async with open_world(tmp_path, policy=policy) as a:
+        await a.post_alert(fingerprint="rs1", **xid, **where)
+
+        async def restarted() -> bool:
+            return len(await a.events("SickbayRestarted")) == 1
+
+        await eventually(restarted, what="the first restart, at once")
+
+        async def gone() -> bool:
+            return not await a.pods("training", terminating=True, field_selector="metadata.name=solo-a")
+
+        await eventually(gone, what="the first solo-a gone after its grace period")
+        a.sim.load({"pods": [solo]})  # its controller's replacement, under the same name
+        replacement = await solo_uid(a)
+        assert replacement is not None
+        await a.post_alert(fingerprint="rs2", **xid, **where)
+        journal = a.services.journal
+        assert journal is not None
+
+        async def deferred() -> bool:
+            return bool(await journal.deferred_restarts())
+
+        await eventually(deferred, what="the second restart deferred by the backoff")
+        [waiting] = await journal.deferred_restarts()
+        due = waiting.action.not_before
+        assert due is not None
+        assert due > a.clock() + timedelta(minutes=5), "the backoff: 10 minutes after the first fault"
+        await a.client.close()  # replica A stops, and its wake-up for the restart with it
+        assert await solo_uid(a) == replacement
+
+        b_clock = Clock()
+        b_clock.set_to(due - timedelta(minutes=5))
+        async with open_world(
+            tmp_path, policy=policy, cluster=a.sim, identity="sickbay-test-1", clock=b_clock
+        ) as b:
+            await b.reconcile()
+            assert await solo_uid(b) == replacement, "not before the time A set"
+
+            b_clock.set_to(due + timedelta(seconds=1))
+            await b.reconcile()
+            assert await solo_uid(b) is None, "B restarts it at A's time"
+            assert len(await b.events("SickbayRestarted")) == 2
+            b_journal = b.services.journal
+            assert b_journal is not None
+            assert not await b_journal.deferred_restarts(), "run once, and gone from the journal"
+            outcomes = [o for o in await b_journal.outcomes(node="gpu-06") if o["kind"] == "restart-pod"]
+            assert [o["status"] for o in outcomes].count("applied") == 2, "both restarts journaled"
+            await b.reconcile()
+            assert len(await b.events("SickbayRestarted")) == 2, "not again"
