@@ -120,12 +120,10 @@ class NodeWriter:
                 updated = await self._kube.patch_node(patch)
             except errors.KubeError as exc:
                 if fresh_quarantine:
-                    self._gates.forget(name)
+                    self._gates.withdraw(name)
                 if isinstance(exc, errors.ConflictError):
                     raise
                 return WriteResult(self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc)), node)
-            if fresh_quarantine:
-                self._gates.wrote(updated)
             # The condition and the Event follow in the background: the node is out of the pool now,
             # and in a storm the next node's quarantine must not wait behind this one's paperwork.
             self._background(self._aftercare(name, fault, cls, self._conditions.ticket(name)))

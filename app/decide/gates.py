@@ -10,7 +10,7 @@ prediction is a guess, so past it a node only stays at the gentler step; it neve
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -108,37 +108,40 @@ def admit(
 def recent_quarantines(
     *,
     journaled: Iterable[tuple[str, datetime]],
+    admitted: Iterable[tuple[str, datetime]],
     nodes: Iterable[NodeState],
-    in_flight: Mapping[str, datetime],
     now: datetime,
 ) -> tuple[datetime, ...]:
-    """The fresh quarantines of the rate limit's window before `now`, oldest first, from observed state
-    alone, so a new leader limits the same minute the old one started.
+    """The fresh quarantines of the rate limit's window before `now`, oldest first, from what is observed,
+    so a new leader limits the minute the old one started.
 
-    Three sources, per node: the quarantines the journal holds as applied (`journaled`: node and time),
-    the start of the quarantine a listed node carries (`sickbay.io/since`: what a new leader with an
-    empty journal still sees), and an admission whose write is in flight (`in_flight`: admitted, neither
-    written nor journaled yet). The journal and the node say the same quarantine twice, so a node counts
-    as often as the journal has it in the window, or once for its mark when the journal has none; an
-    admission in flight counts on top.
+    Three sources, each by node and time: the quarantines the journal holds as applied (`journaled`), the
+    ones this replica admitted (`admitted`: written since the journal was read, or being written), and
+    the start of the quarantine each listed node carries (`sickbay.io/since`: what a new leader with an
+    empty journal still sees). They say the same quarantines more than once, so a node counts as often
+    as the source that knows most of its quarantines in the window.
     """
 
     def within(at: datetime) -> bool:  # one a little ahead of `now` (another replica's clock) is recent too
         return now - at < RATE_WINDOW
 
-    by_node: dict[str, list[datetime]] = {}
-    for name, at in journaled:
-        if within(at):
-            by_node.setdefault(name, []).append(at)
-    for node in nodes:
-        held = footprint.quarantined_class(node) is not None
-        mark = footprint.time_of(node, footprint.SINCE) if held else None
-        if mark is not None and within(mark) and not by_node.get(node.name):
-            by_node[node.name] = [mark]
-    for name, at in in_flight.items():
-        if within(at):
-            by_node.setdefault(name, []).append(at)
-    return tuple(sorted(t for times in by_node.values() for t in times))
+    def by_node(pairs: Iterable[tuple[str, datetime]]) -> dict[str, list[datetime]]:
+        found: dict[str, list[datetime]] = {}
+        for name, at in pairs:
+            if within(at):
+                found.setdefault(name, []).append(at)
+        return found
+
+    marks = by_node(
+        (node.name, mark)
+        for node in nodes
+        if footprint.quarantined_class(node) is not None
+        and (mark := footprint.time_of(node, footprint.SINCE)) is not None
+    )
+    sources = (by_node(journaled), by_node(admitted), marks)
+    names = {name for source in sources for name in source}
+    counted = (max((source.get(name, []) for source in sources), key=len) for name in names)
+    return tuple(sorted(at for times in counted for at in times))
 
 
 def maybe_close(breaker: Breaker, fleet: Fleet, *, policy: rules.BudgetPolicy, now: datetime) -> Breaker:

@@ -81,14 +81,15 @@ class OutcomeLog(JournalDb):
             rows = await cursor.fetchall()
         return [datetime.fromisoformat(at) for (at,) in rows]
 
-    async def quarantines_since(self, since: datetime) -> list[tuple[str, datetime]]:
-        """Every node's quarantines (applied, not dry-run) since `since`, with when: the rate limit."""
+    async def quarantines_since(self, since: datetime, *, limit: int) -> list[tuple[str, datetime]]:
+        """Every node's quarantines (applied, not dry-run) since `since`, with when, the latest `limit`:
+        the rate limit, which needs no more than its own limit of them to refuse."""
         async with (
             self._lock,
             self._db.execute(
                 "SELECT node, at FROM outcomes WHERE kind = 'quarantine' AND status = 'applied' AND at >= ? "
-                "AND node IS NOT NULL",
-                (since.isoformat(),),
+                "AND node IS NOT NULL ORDER BY at DESC LIMIT ?",
+                (since.isoformat(), limit),
             ) as cursor,
         ):
             rows = await cursor.fetchall()

@@ -1,7 +1,7 @@
-"""The quarantine rate limit's minute, decided from observed state: the journal, the nodes, admissions in
-flight; never from a replica's memory, so a new leader limits the same minute.
+"""The quarantine rate limit's minute, decided from observed state: the journal and the nodes, beside
+this replica's own admissions; never from a replica's memory alone, so a new leader limits the same minute.
 
-Table-driven over (journaled quarantines, listed nodes, admissions in flight, now); times relative to T0.
+Table-driven over (journaled quarantines, own admissions, listed nodes, now); times relative to T0.
 """
 
 from __future__ import annotations
@@ -42,50 +42,56 @@ def at_risk(name: str, since: datetime) -> NodeState:
 
 
 @pytest.mark.parametrize(
-    ("journaled", "nodes", "in_flight", "now", "expected"),
+    ("journaled", "admitted", "nodes", "now", "expected"),
     [
         # Nothing observed: nothing to limit.
-        ((), (), {}, T0, ()),
+        ((), (), (), T0, ()),
         # The journal alone (a restarted replica on its own volume): what lies within the minute.
         (
             (("a", T0 - 10 * S), ("b", T0 - 59 * S), ("c", T0 - 60 * S)),
             (),
-            {},
+            (),
             T0,
             (T0 - 59 * S, T0 - 10 * S),
         ),
         # The nodes alone (a new leader with an empty journal): each quarantined node's own start.
-        ((), (quarantined("a", T0 - 5 * S), quarantined("b", T0 - 2 * S)), {}, T0, (T0 - 5 * S, T0 - 2 * S)),
-        ((), (quarantined("a", T0 - 61 * S),), {}, T0, ()),
-        # Both say the same quarantine: it counts once, at the journal's time.
-        ((("a", T0 - 4 * S),), (quarantined("a", T0 - 5 * S),), {}, T0, (T0 - 4 * S,)),
-        # Quarantined twice in the minute (released between): the journal has both, the node one.
+        ((), (), (quarantined("a", T0 - 5 * S), quarantined("b", T0 - 2 * S)), T0, (T0 - 5 * S, T0 - 2 * S)),
+        ((), (), (quarantined("a", T0 - 61 * S),), T0, ()),
+        # This replica's own admissions alone (written since the journal was read, or being written).
+        ((), (("c", T0 - S), ("d", T0 - 61 * S)), (), T0, (T0 - S,)),
+        # All three say the same quarantine: it counts once, as the journal has it.
+        ((("a", T0 - 4 * S),), (("a", T0 - 5 * S),), (quarantined("a", T0 - 5 * S),), T0, (T0 - 4 * S,)),
+        # Quarantined twice in the minute (released between): the source that knows both counts.
         (
             (("a", T0 - 40 * S), ("a", T0 - 4 * S)),
+            (),
             (quarantined("a", T0 - 5 * S),),
-            {},
             T0,
             (T0 - 40 * S, T0 - 4 * S),
         ),
-        # A mark the journal does not know of counts beside the journal's others.
-        ((("a", T0 - 4 * S),), (quarantined("b", T0 - 3 * S),), {}, T0, (T0 - 4 * S, T0 - 3 * S)),
-        # An admission whose write is in flight counts on top.
-        ((), (), {"c": T0 - S}, T0, (T0 - S,)),
-        ((("a", T0 - 4 * S),), (quarantined("a", T0 - 5 * S),), {"a": T0 - S}, T0, (T0 - 4 * S, T0 - S)),
+        ((("a", T0 - 40 * S),), (("a", T0 - 40 * S), ("a", T0 - S)), (), T0, (T0 - 40 * S, T0 - S)),
+        # What one source does not know of counts beside the others.
+        (
+            (("a", T0 - 4 * S),),
+            (("c", T0 - S),),
+            (quarantined("b", T0 - 3 * S),),
+            T0,
+            (T0 - 4 * S, T0 - 3 * S, T0 - S),
+        ),
         # Not quarantines: an at-risk node's `since`, a quarantined node without a readable mark.
-        ((), (at_risk("a", T0 - 5 * S), quarantined("b", None), quarantined("c", "garbled")), {}, T0, ()),
+        ((), (), (at_risk("a", T0 - 5 * S), quarantined("b", None), quarantined("c", "garbled")), T0, ()),
         # A little ahead of `now` (another replica's clock ran ahead): recent all the same.
-        ((("a", T0 + 2 * S),), (quarantined("b", T0 + S),), {}, T0, (T0 + S, T0 + 2 * S)),
+        ((("a", T0 + 2 * S),), (), (quarantined("b", T0 + S),), T0, (T0 + S, T0 + 2 * S)),
     ],
 )
 def test_recent_quarantines(
     journaled: tuple[tuple[str, datetime], ...],
+    admitted: tuple[tuple[str, datetime], ...],
     nodes: tuple[NodeState, ...],
-    in_flight: dict[str, datetime],
     now: datetime,
     expected: tuple[datetime, ...],
 ) -> None:
-    found = gates.recent_quarantines(journaled=journaled, nodes=nodes, in_flight=in_flight, now=now)
+    found = gates.recent_quarantines(journaled=journaled, admitted=admitted, nodes=nodes, now=now)
     assert found == expected
 
 
@@ -115,7 +121,7 @@ FLEET = gates.Fleet(total=10, quarantined=2, by_pool={"": (10, 2)})
 def test_the_rate_limit_over_what_is_observed(
     journaled: tuple[tuple[str, datetime], ...], nodes: tuple[NodeState, ...], now: datetime, allowed: bool
 ) -> None:
-    recent = gates.recent_quarantines(journaled=journaled, nodes=nodes, in_flight={}, now=now)
+    recent = gates.recent_quarantines(journaled=journaled, admitted=(), nodes=nodes, now=now)
     verdict = gates.admit(
         FLEET, pool="", breaker=gates.Breaker(), policy=BUDGET, now=now, recent_quarantines=recent
     )
