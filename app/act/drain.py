@@ -11,6 +11,9 @@ it (a hand-off, or `drain-failed`) is `handoff`'s business.
 
 When to retry, what the deadline then means and how long a pod is waited for are `decide.drain_deadline`'s
 answers; this keeps the time, sleeps, calls the API and reports, and compares nothing with the deadline.
+The deadline counts from the start the node carries (`sickbay.io/draining-since`, written by `first`), so
+a drain resumed by a new leader ends when the old leader's would have; only the waits run on the event
+loop's clock.
 
 One drain task per node; the pods being evicted are remembered so concurrent plans never evict a pod twice.
 """
@@ -27,7 +30,7 @@ from app.act.recorder import Recorder
 from app.act.urgency import Urgency
 from app.config import rules
 from app.decide import drain_deadline, drains, evictions
-from app.domain import Action, ActionKind, Outcome, OutcomeStatus, PodRef, PodState, Track
+from app.domain import Action, ActionKind, NodeState, Outcome, OutcomeStatus, PodRef, PodState, Track
 from app.kube import errors, port
 from app.obs.metrics import Metrics
 
@@ -70,14 +73,14 @@ class Drainer:
         *,
         reason: str,
         pods: list[PodRef] | None = None,
-        first: Callable[[], Awaitable[None]] | None = None,
+        first: Callable[[], Awaitable[NodeState | None]] | None = None,
         then: Callable[[drains.DrainResult], Awaitable[None]] | None = None,
         wait: bool = True,
     ) -> asyncio.Task[drains.DrainResult]:
         """Drain `node` in the background (the listed pods, or every drainable GPU pod found on it).
 
-        `first` runs before the evictions (marking the node `draining`), `then` after the pods are gone or
-        their wait ended (the hand-off, or `drain-failed`). `wait=False` returns once the evictions are
+        `first` runs before the evictions (marking the node `draining` and when it started: the node it
+        returns carries the start the deadline counts from), `then` after the pods are gone or their wait ended (the hand-off, or `drain-failed`). `wait=False` returns once the evictions are
         answered, for a drain nothing is handed off after (the proactive ladder's).
         """
         if self.running(node):
@@ -100,20 +103,22 @@ class Drainer:
         *,
         reason: str,
         pods: list[PodRef] | None,
-        first: Callable[[], Awaitable[None]] | None,
+        first: Callable[[], Awaitable[NodeState | None]] | None,
         then: Callable[[drains.DrainResult], Awaitable[None]] | None,
         wait: bool,
     ) -> drains.DrainResult:
         await self._urgency.calm()  # other nodes' quarantines go first
-        # The event loop's clock, not the wall clock: monotonic, and fast-forwarded in tests (looptime).
+        # The waits run on the event loop's clock, not the wall clock: monotonic, and fast-forwarded in
+        # tests (looptime); the deadline is placed on it from the start the node carries.
         loop = asyncio.get_running_loop()
         started = loop.time()
-        deadline = drain_deadline.deadline(started, self._policy)
+        marked: NodeState | None = None
         if first is not None:
             try:
-                await first()
+                marked = await first()
             except errors.KubeError as exc:  # the label is cosmetic; the evictions must still happen
                 log.warning("could not mark %s as draining (%s); draining anyway", node, exc)
+        deadline = loop.time() + drain_deadline.time_left(marked, self._policy, now=self._clock())
         try:
             targets, elsewhere = await self._targets(node, pods)
         except errors.KubeError as exc:

@@ -121,17 +121,7 @@ class Executor:
                 fault_id=fault_id,
                 remediation=remediation.params_as(RemediationParams) if remediation else None,
             )
-        outcomes += await asyncio.gather(
-            *(
-                self._restarter.restart(
-                    a,
-                    event_reason="SickbayGangRestarted"
-                    if a.kind is ActionKind.RESTART_GANG
-                    else "SickbayRestarted",
-                )
-                for a in workload
-            )
-        )
+        outcomes += await asyncio.gather(*(self._restarter.restart(a, fault_id=fault_id) for a in workload))
         return outcomes
 
     async def _soft(self, action: Action, plan: Plan) -> Outcome:

@@ -2,7 +2,10 @@
 
 The pure rules live in `decide.gates`; this keeps their inputs current (from the reconciler's node list
 and from our own writes), persists the breaker in the journal so a restart keeps it open, and reports
-it as a metric. `admit` is serialised so two nodes can never both take the last slot of a budget; the
+it as a metric. The rate limit's minute is observed, not only remembered: the journal's quarantines and
+the nodes' own marks count (`decide.gates.recent_quarantines`), so a new leader limits the minute the old
+one started. This replica's own admissions of the minute are kept beside them, and the journal is read
+again only every `JOURNAL_REREAD`, so a storm does not query the journal once per quarantine. `admit` is serialised so two nodes can never both take the last slot of a budget; the
 proactive budget has its own lock, held by the writer from its node list through its write, for the same
 reason.
 """
@@ -11,9 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from app.config import rules
 from app.decide import footprint, gates
@@ -22,6 +24,9 @@ from app.obs.metrics import Metrics
 from app.store.journal import Journal
 
 _BREAKER_KEY = "breaker"
+# How old the journal's quarantines may be read before an admission reads them again. What this replica
+# admits meanwhile it keeps itself; the rest (a previous leader's) is read once on taking over.
+JOURNAL_REREAD = timedelta(seconds=10)
 
 
 class GateKeeper:
@@ -39,7 +44,11 @@ class GateKeeper:
         self._clock = clock
         self._nodes: dict[str, NodeState] = {}
         self._quarantined: set[str] = set()
-        self._recent: deque[datetime] = deque(maxlen=1000)
+        # The rate limit's inputs: the journal's quarantines as last read (and when), and this replica's
+        # own admissions since, pruned to the window.
+        self._journaled: list[tuple[str, datetime]] = []
+        self._journal_read: datetime | None = None
+        self._admitted: list[tuple[str, datetime]] = []
         self._lock = asyncio.Lock()
         self.proactive_lock = asyncio.Lock()
         self.breaker = gates.Breaker()
@@ -72,25 +81,41 @@ class GateKeeper:
         )
 
     async def admit(self, node: NodeState) -> gates.Verdict:
+        await self._read_journal()
         async with self._lock:
             if node.name not in self._nodes:
                 self._nodes[node.name] = node
             pool = node.label(self._policy.pool_label) or ""
             now = self._clock()
+            self._admitted = [(n, at) for n, at in self._admitted if now - at < gates.RATE_WINDOW]
+            recent = gates.recent_quarantines(
+                journaled=self._journaled, admitted=self._admitted, nodes=self._nodes.values(), now=now
+            )
             verdict = gates.admit(
                 self.fleet(),
                 pool=pool,
                 breaker=self.breaker,
                 policy=self._policy,
                 now=now,
-                recent_quarantines=tuple(self._recent),
+                recent_quarantines=recent,
             )
             if verdict.allowed:
-                # Reserve the slot now; `forget` gives it back if the write then fails.
+                # Reserve the slot now; `withdraw` gives it back if the write then fails.
                 self._quarantined.add(node.name)
-                self._recent.append(now)
+                self._admitted.append((node.name, now))
             await self._set_breaker(verdict.breaker)
             return verdict
+
+    async def _read_journal(self) -> None:
+        """The journal's quarantines of the window, read again once the last read is `JOURNAL_REREAD` old;
+        the limit's worth of the latest is enough: that many in the journal alone refuse already."""
+        now = self._clock()
+        if self._journal_read is not None and now - self._journal_read < JOURNAL_REREAD:
+            return
+        self._journaled = await self._journal.quarantines_since(
+            now - gates.RATE_WINDOW, limit=self._policy.quarantines_per_minute
+        )
+        self._journal_read = now
 
     def listed(self, nodes: Sequence[NodeState]) -> gates.ProactiveFleet:
         """A full node list taken for the proactive budget (under `proactive_lock`): the fleet it measures,
@@ -122,6 +147,13 @@ class GateKeeper:
 
     def forget(self, node: str) -> None:
         self._quarantined.discard(node)
+
+    def withdraw(self, node: str) -> None:
+        """The quarantine admitted for `node` was not written: its slot and its place in the minute go."""
+        self.forget(node)
+        mine = [i for i, (name, _) in enumerate(self._admitted) if name == node]
+        if mine:
+            del self._admitted[mine[-1]]
 
     async def reset(self) -> None:
         async with self._lock:

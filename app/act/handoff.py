@@ -25,6 +25,7 @@ from app.domain import (
     Action,
     ActionKind,
     FaultClass,
+    NodeState,
     Outcome,
     OutcomeStatus,
     PodRef,
@@ -73,8 +74,8 @@ class HandOff:
         """Drain `node` in the background (the listed pods, or all its drainable pods), then hand it to the
         remediator decide chose (`remediation`, if any) if the drain emptied it, else mark it `drain-failed`."""
 
-        async def first() -> None:
-            await self._nodes.begin_drain(node, fault_class)
+        async def first() -> NodeState | None:
+            return await self._nodes.begin_drain(node, fault_class)
 
         async def then(result: drains.DrainResult) -> None:
             await self._after(result, fault_class, reason=reason, fault_id=fault_id, remediation=remediation)

@@ -120,7 +120,7 @@ class NodeWriter:
                 updated = await self._kube.patch_node(patch)
             except errors.KubeError as exc:
                 if fresh_quarantine:
-                    self._gates.forget(name)
+                    self._gates.withdraw(name)
                 if isinstance(exc, errors.ConflictError):
                     raise
                 return WriteResult(self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc)), node)
@@ -201,6 +201,13 @@ class NodeWriter:
 
     async def set_state(self, name: str, state: RemediationState, **annotations: str) -> NodeState | None:
         """Move an owned node to its next remediation state; None if it is no longer ours."""
+        return await self._write_state(
+            name, state, lambda node: footprint.state_patch(node, state, **annotations)
+        )
+
+    async def _write_state(
+        self, name: str, state: RemediationState, patch_of: Callable[[NodeState], NodePatch]
+    ) -> NodeState | None:
         if self._dry_run:
             return None
 
@@ -208,7 +215,7 @@ class NodeWriter:
             node = await self._kube.get_node(name)
             if not node.owned_by_sickbay:
                 return None
-            patch = footprint.state_patch(node, state, **annotations)
+            patch = patch_of(node)
             if node.state is state and all((node.annotation(k) or "") == v for k, v in patch.annotations):
                 return node
             return await self._kube.patch_node(patch)
@@ -216,9 +223,14 @@ class NodeWriter:
         return await conflicts.retry_on_conflict(attempt, what=f"node {name}", gave_up=lambda: None)
 
     async def begin_drain(self, name: str, fault_class: FaultClass) -> NodeState | None:
-        """Mark an owned node `draining`; a node coming out of `drain-failed` gets its class back as the
-        GpuHealthy reason (the drain-failed marks go with the label, see `footprint.state_patch`)."""
-        node = await self.set_state(name, RemediationState.DRAINING)
+        """Mark an owned node `draining` with when its drain started (kept when a drain is resumed: the
+        node returned carries it, for the deadline); a node coming out of `drain-failed` gets its class back
+        as the GpuHealthy reason (the drain-failed marks go with the label, see `footprint.state_patch`)."""
+        node = await self._write_state(
+            name,
+            RemediationState.DRAINING,
+            lambda read: footprint.drain_start_patch(read, now=self._clock()),
+        )
         current = node.condition(footprint.CONDITION) if node is not None else None
         if node is not None and current is not None and current.reason == footprint.DRAIN_FAILED_REASON:
             await self._condition_of(

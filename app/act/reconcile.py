@@ -10,7 +10,8 @@ from where the old one stopped.
 It also turns a sustained drop of GPU allocatable below capacity (the device plugin marking a GPU
 unhealthy) into a signal, since nothing else in Kubernetes links that to the pods on the GPU, and clears a
 soft-fault condition nothing keeps up; those timers are on the node too (`allocatable-short-since`, the
-condition's transition time).
+condition's transition time). And it runs the pod restarts deferred in the journal that are due
+(`workload.Restarter.run_due`), so a new leader runs those a previous one decided.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from app.act.gatekeeper import GateKeeper
 from app.act.handoff import HandOff
 from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
+from app.act.workload import Restarter
 from app.config import rules
 from app.decide import footprint, reconciling
 from app.domain import (
@@ -50,6 +52,7 @@ class Reconciler:
         nodes: NodeWriter,
         handoff: HandOff,
         gates: GateKeeper,
+        restarter: Restarter,
         recorder: Recorder,
         journal: Journal,
         policy: rules.Policy,
@@ -62,6 +65,7 @@ class Reconciler:
         self._nodes = nodes
         self._handoff = handoff
         self._gates = gates
+        self._restarter = restarter
         self._recorder = recorder
         self._journal = journal
         self._policy = policy
@@ -74,6 +78,7 @@ class Reconciler:
         self._dry_marks = DryMarks()
 
     async def run_once(self) -> None:
+        await self._restarter.run_due()  # journal and pods only: due whatever the node list says
         try:
             all_nodes = await self._kube.list_nodes()
         except errors.KubeError as exc:

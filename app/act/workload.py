@@ -3,6 +3,11 @@
 A restart is a delete: the pod's controller recreates it. Every delete carries the UID of the pod the cluster
 confirmed on the faulty GPU (decide refuses a restart it cannot confirm), so a replayed or deferred plan
 never deletes the replacement pod that the controller created under the same name.
+
+A restart decided for later (the backoff's `not_before`) is kept in the journal (`store.restart_queue`),
+not in a task: a wake-up runs it when it is due, and each reconciliation round runs what is due and wakes
+for the rest, so a new leader on the same journal restarts the pod at the time the first one set. When it
+is due is `decide.restart_policy.restart_wait`'s answer; this sleeps, deletes and reports.
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from app.act.recorder import Recorder
-from app.domain import Action, Outcome, OutcomeStatus, RestartParams
+from app.decide import restart_policy
+from app.domain import Action, ActionKind, Outcome, OutcomeStatus, PodRef, RestartParams
 from app.kube import errors, port
+from app.store.journal import Journal
 
 log = logging.getLogger("app.act")
+_EVENTS = {ActionKind.RESTART_GANG: "SickbayGangRestarted", ActionKind.RESTART_POD: "SickbayRestarted"}
 
 
 class Restarter:
@@ -25,38 +33,66 @@ class Restarter:
         *,
         kube: port.KubePort,
         recorder: Recorder,
+        journal: Journal,
         clock: Callable[[], datetime],
         dry_run: bool,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._kube = kube
         self._recorder = recorder
+        self._journal = journal
         self._clock = clock
         self._dry_run = dry_run
         self._sleep = sleep
-        self._deferred: dict[tuple[str, str], asyncio.Task[Outcome]] = {}
+        # Wake-ups for the deferred restarts, by pod: only a prompt, the journal holds what is due.
+        self._wakes: dict[PodRef, asyncio.Task[None]] = {}
 
-    async def restart(self, action: Action, *, event_reason: str = "SickbayRestarted") -> Outcome:
+    async def restart(self, action: Action, *, fault_id: int | None = None) -> Outcome:
+        """Restart now, or keep the restart in the journal until its `not_before` (one per pod)."""
         pod = action.pod
         assert pod is not None
-        wait = (action.not_before - self._clock()).total_seconds() if action.not_before else 0.0
-        if wait > 0:
-            key = (pod.namespace, pod.name)
-            if key in self._deferred and not self._deferred[key].done():
-                return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "a restart is already scheduled")
-            self._deferred[key] = asyncio.create_task(
-                self._later(action, wait, event_reason), name=f"restart-{pod}"
-            )
-            return self._recorder.outcome(
-                action, OutcomeStatus.RECORDED, f"restart deferred {wait:.0f}s (backoff)"
-            )
-        return await self._now(action, event_reason)
+        wait = restart_policy.restart_wait(action.not_before, now=self._clock())
+        if wait <= 0:
+            return await self._now(action)
+        if not await self._journal.defer_restart(action, fault_id=fault_id):
+            return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "a restart is already scheduled")
+        self._wake(pod, wait)
+        return self._recorder.outcome(
+            action, OutcomeStatus.RECORDED, f"restart deferred {wait:.0f}s (backoff)"
+        )
 
-    async def _later(self, action: Action, wait: float, event_reason: str) -> Outcome:
+    async def run_due(self) -> list[Outcome]:
+        """Run every deferred restart that is due (journaling what came of it) and wake for the others:
+        the reconciler calls this each round, so a new leader runs what the old one deferred."""
+        done: list[Outcome] = []
+        for deferred in await self._journal.deferred_restarts():
+            action = deferred.action
+            assert action.pod is not None
+            wait = restart_policy.restart_wait(action.not_before, now=self._clock())
+            if wait > 0:
+                self._wake(action.pod, wait)
+                continue
+            if not await self._journal.claim_restart(action):
+                continue  # run by another wake-up meanwhile
+            outcome = await self._now(action)
+            await self._journal.record_outcomes(deferred.fault_id, [outcome])
+            done.append(outcome)
+        return done
+
+    def _wake(self, pod: PodRef, wait: float) -> None:
+        running = self._wakes.get(pod)
+        if running is not None and not running.done():
+            return
+        self._wakes[pod] = asyncio.create_task(self._wake_after(wait), name=f"restart-{pod}")
+
+    async def _wake_after(self, wait: float) -> None:
         await self._sleep(wait)
-        return await self._now(action, event_reason)
+        try:
+            await self.run_due()
+        except Exception:  # the next reconciliation round runs it instead
+            log.exception("deferred restarts could not be run; the next reconciliation tries again")
 
-    async def _now(self, action: Action, event_reason: str) -> Outcome:
+    async def _now(self, action: Action) -> Outcome:
         pod = action.pod
         assert pod is not None
         if self._dry_run:
@@ -78,10 +114,11 @@ class Restarter:
             )
         except errors.KubeError as exc:
             return self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc))
-        await self._recorder.pod_event(pod, event_reason, action.reason, uid=uid)
+        await self._recorder.pod_event(pod, _EVENTS[action.kind], action.reason, uid=uid)
         return self._recorder.outcome(action, OutcomeStatus.APPLIED, "deleted; its controller recreates it")
 
     async def stop(self) -> None:
-        for task in self._deferred.values():
+        """Cancel the wake-ups; what they were for stays in the journal, for the next leader."""
+        for task in self._wakes.values():
             task.cancel()
-        await asyncio.gather(*self._deferred.values(), return_exceptions=True)
+        await asyncio.gather(*self._wakes.values(), return_exceptions=True)

@@ -45,6 +45,11 @@ HEALTHY_SINCE = "sickbay.io/healthy-since"
 # counts from here, on whichever replica leads. An observation of any managed GPU node, ours or not, so a
 # release leaves it; removed when allocatable is back (or the node opts out).
 ALLOCATABLE_SHORT_SINCE = "sickbay.io/allocatable-short-since"
+# Since when the node's drain runs: the drain deadline counts from here, on whichever replica leads, so a
+# drain a new leader resumes keeps the deadline the old one set. Written when the drain starts (the node
+# goes `draining`), kept while it is drained, removed when it moves on (drain-failed, a hand-off) and on
+# release: a drain retried after `drain-failed` is a new drain, with a deadline of its own.
+DRAINING_SINCE = "sickbay.io/draining-since"
 MANAGED = "sickbay.io/managed"
 CONDITION = "GpuHealthy"
 # A lasting soft (transient) signal; the type is a policy setting (`transient.condition`), this its default.
@@ -62,6 +67,7 @@ OUR_ANNOTATIONS = (
     DRAIN_FAILED,
     DRAIN_FAILED_AT,
     HEALTHY_SINCE,
+    DRAINING_SINCE,
 )
 _DRAIN_FAILED_MARKS = (DRAIN_FAILED, DRAIN_FAILED_AT)
 _SEVERITY = {
@@ -127,12 +133,15 @@ def quarantine_patch(
 
 
 def state_patch(node: NodeState, state: RemediationState, **annotations: str) -> NodePatch:
-    """The state label and `sickbay.io/<key>` annotations; leaving `drain-failed` removes its marks, and
-    the healthy clock starts over (it counts only while the node stays where it may be released from)."""
+    """The state label and `sickbay.io/<key>` annotations; leaving `drain-failed` removes its marks,
+    leaving `draining` its start (`drain_start_patch` writes it), and the healthy clock starts over (it
+    counts only while the node stays where it may be released from)."""
     wanted = {PREFIX + k.replace("_", "-"): v for k, v in annotations.items()}
     stale = (
         (HEALTHY_SINCE,) if state is RemediationState.DRAIN_FAILED else (*_DRAIN_FAILED_MARKS, HEALTHY_SINCE)
     )
+    if state is not RemediationState.DRAINING:
+        stale = (*stale, DRAINING_SINCE)
     for key in stale:
         if node.annotation(key) is not None:
             wanted.setdefault(key, "")
@@ -143,6 +152,13 @@ def state_patch(node: NodeState, state: RemediationState, **annotations: str) ->
         labels=((STATE, state.value),),
         annotations=pairs,
     )
+
+
+def drain_start_patch(node: NodeState, *, now: datetime) -> NodePatch:
+    """Mark the node `draining` with when its drain started: the start already on it when a drain is
+    resumed (a new leader, a lost task), so its deadline stays the one first set; else (or unreadable) now."""
+    since = time_of(node, DRAINING_SINCE) or now
+    return state_patch(node, RemediationState.DRAINING, draining_since=since.isoformat())
 
 
 def release_patch(node: NodeState) -> NodePatch:

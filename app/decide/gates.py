@@ -20,6 +20,8 @@ from app.domain import NodeState, RiskLevel
 
 # `budgets.attempts_per_week` counts the remediation attempts (quarantines) of this long before now.
 ATTEMPT_WINDOW = timedelta(days=7)
+# `budgets.quarantines_per_minute` counts the fresh quarantines of this long before now.
+RATE_WINDOW = timedelta(minutes=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,11 +98,50 @@ def admit(
             f"({quarantined}/{nodes} quarantined, limit {pool_limit})"
         )
         return Verdict(False, why, Breaker(open=True, opened_at=now, reason=why, last_refusal=now))
-    window = [t for t in recent_quarantines if now - t < timedelta(minutes=1)]
+    window = [t for t in recent_quarantines if now - t < RATE_WINDOW]
     if len(window) >= policy.quarantines_per_minute:
         # A rate limit defers, it does not trip the breaker: the next minute may proceed.
         return Verdict(False, f"rate limit: {len(window)} quarantines in the last minute", breaker)
     return Verdict(True, "within budget", breaker)
+
+
+def recent_quarantines(
+    *,
+    journaled: Iterable[tuple[str, datetime]],
+    admitted: Iterable[tuple[str, datetime]],
+    nodes: Iterable[NodeState],
+    now: datetime,
+) -> tuple[datetime, ...]:
+    """The fresh quarantines of the rate limit's window before `now`, oldest first, from what is observed,
+    so a new leader limits the minute the old one started.
+
+    Three sources, each by node and time: the quarantines the journal holds as applied (`journaled`), the
+    ones this replica admitted (`admitted`: written since the journal was read, or being written), and
+    the start of the quarantine each listed node carries (`sickbay.io/since`: what a new leader with an
+    empty journal still sees). They say the same quarantines more than once, so a node counts as often
+    as the source that knows most of its quarantines in the window.
+    """
+
+    def within(at: datetime) -> bool:  # one a little ahead of `now` (another replica's clock) is recent too
+        return now - at < RATE_WINDOW
+
+    def by_node(pairs: Iterable[tuple[str, datetime]]) -> dict[str, list[datetime]]:
+        found: dict[str, list[datetime]] = {}
+        for name, at in pairs:
+            if within(at):
+                found.setdefault(name, []).append(at)
+        return found
+
+    marks = by_node(
+        (node.name, mark)
+        for node in nodes
+        if footprint.quarantined_class(node) is not None
+        and (mark := footprint.time_of(node, footprint.SINCE)) is not None
+    )
+    sources = (by_node(journaled), by_node(admitted), marks)
+    names = {name for source in sources for name in source}
+    counted = (max((source.get(name, []) for source in sources), key=len) for name in names)
+    return tuple(sorted(at for times in counted for at in times))
 
 
 def maybe_close(breaker: Breaker, fleet: Fleet, *, policy: rules.BudgetPolicy, now: datetime) -> Breaker:

@@ -28,6 +28,14 @@ def backoff(attempt: int, policy: rules.RetryPolicy) -> timedelta:
     return timedelta(seconds=policy.waits.delay(attempt - 1))
 
 
+def restart_wait(not_before: datetime | None, *, now: datetime) -> float:
+    """Seconds from `now` until a restart decided for `not_before` is due; 0 once it is (or when it
+    carries no time: restart now). Act defers a restart by this much, and runs a deferred one at 0."""
+    if not_before is None:
+        return 0.0
+    return max(0.0, (not_before - now).total_seconds())
+
+
 def prior_on_gpu(history: tuple[PastFault, ...], *, gpu: int | None, fingerprint: str) -> list[PastFault]:
     return [
         h for h in history if h.gpu == gpu and h.fault_class in RETRY_CLASSES and h.fingerprint != fingerprint

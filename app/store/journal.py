@@ -2,8 +2,8 @@
 
 It is the memory behind escalation windows, classification context, `explain`, the status page and
 training labels. Writes are idempotent per inbox row, so a row replayed after a crash is journaled once.
-One class for its callers, one module per table: `faults`, `outcomes`, `risks`, `recheck_queue`, and the
-small key-value table here; the connection and locks they share are `journal_db`'s.
+One class for its callers, one module per table: `faults`, `outcomes`, `risks`, `recheck_queue`,
+`restart_queue`, and the small key-value table here; the connection and locks they share are `journal_db`'s.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import aiosqlite
 from app.store.faults import FAULTS_SCHEMA, FaultLog
 from app.store.outcomes import OUTCOMES_SCHEMA, OutcomeLog
 from app.store.recheck_queue import RECHECKS_SCHEMA, RecheckQueue
+from app.store.restart_queue import RESTARTS_SCHEMA, RestartQueue
 from app.store.risks import RISKS_SCHEMA, RiskLog
 
 KV_SCHEMA = """
@@ -23,10 +24,10 @@ CREATE TABLE IF NOT EXISTS kv (
     value        TEXT NOT NULL
 );
 """
-SCHEMA = FAULTS_SCHEMA + OUTCOMES_SCHEMA + KV_SCHEMA + RISKS_SCHEMA + RECHECKS_SCHEMA
+SCHEMA = FAULTS_SCHEMA + OUTCOMES_SCHEMA + KV_SCHEMA + RISKS_SCHEMA + RECHECKS_SCHEMA + RESTARTS_SCHEMA
 
 
-class Journal(FaultLog, OutcomeLog, RiskLog, RecheckQueue):
+class Journal(FaultLog, OutcomeLog, RiskLog, RecheckQueue, RestartQueue):
     """The journal's tables on one connection (see the module docstring)."""
 
     @classmethod

@@ -1,5 +1,5 @@
 """The journal's connection and locks, shared by its tables (`faults`, `outcomes`, `risks`,
-`recheck_queue`) and by the journal that puts them together (`journal.Journal`).
+`recheck_queue`, `restart_queue`) and by the journal that puts them together (`journal.Journal`).
 
 Reads hold the journal's own lock for the statement; writes take the write lock shared with the inbox
 first (see `Inbox`), and a multi-statement write runs in one transaction (`transactions.transaction`, the

@@ -1,6 +1,6 @@
 """The journal's outcomes: what each action of a plan did (applied, blocked, failed, dry-run), by node.
 
-The quarantine attempts among them are what the weekly attempt cap counts.
+The quarantine attempts among them are what the weekly attempt cap and the quarantine rate limit count.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS outcomes (
     attempts     INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS outcomes_by_node ON outcomes (node, at);
+CREATE INDEX IF NOT EXISTS outcomes_by_kind ON outcomes (kind, at);
 """
 
 
@@ -79,3 +80,17 @@ class OutcomeLog(JournalDb):
         ):
             rows = await cursor.fetchall()
         return [datetime.fromisoformat(at) for (at,) in rows]
+
+    async def quarantines_since(self, since: datetime, *, limit: int) -> list[tuple[str, datetime]]:
+        """Every node's quarantines (applied, not dry-run) since `since`, with when, the latest `limit`:
+        the rate limit, which needs no more than its own limit of them to refuse."""
+        async with (
+            self._lock,
+            self._db.execute(
+                "SELECT node, at FROM outcomes WHERE kind = 'quarantine' AND status = 'applied' AND at >= ? "
+                "AND node IS NOT NULL ORDER BY at DESC LIMIT ?",
+                (since.isoformat(), limit),
+            ) as cursor,
+        ):
+            rows = await cursor.fetchall()
+        return [(str(node), datetime.fromisoformat(at)) for node, at in rows]

@@ -2,18 +2,20 @@
 how long a moved pod is waited for.
 
 Table-driven over (attempt, time left, policy); times are seconds on one monotonic clock, relative to a
-drain that started at START, never read from a clock.
+drain that started at START, never read from a clock. Where the deadline starts is the node's
+`sickbay.io/draining-since` (wall clock, relative to T0), so a resumed drain keeps its deadline.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from app.config import rules
-from app.decide import drain_deadline
+from app.decide import drain_deadline, footprint
 from app.decide.drain_deadline import DeleteAtDeadline, LeaveAtDeadline, RetryIn
+from app.domain import NodeState, RemediationState, freeze_mapping
 
 START = 5_000.0  # the event loop's clock is not the wall clock: any origin will do
 LEAVE = rules.DrainPolicy(deadline=timedelta(minutes=10), on_deadline="leave")
@@ -21,10 +23,61 @@ DELETE = rules.DrainPolicy(deadline=timedelta(minutes=10), on_deadline="delete")
 DEADLINE = START + 600.0
 
 
-def test_the_deadline_counts_from_the_start_of_the_drain() -> None:
-    assert drain_deadline.deadline(START, LEAVE) == DEADLINE
-    short = rules.DrainPolicy(deadline=timedelta(seconds=90))
-    assert drain_deadline.deadline(START, short) == START + 90.0
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)  # only relative times matter: the function reads no clock
+
+
+def draining(since: str | None) -> NodeState:
+    annotations = {footprint.DRAINING_SINCE: since} if since is not None else {}
+    return NodeState(
+        name="n1",
+        labels=freeze_mapping({footprint.STATE: RemediationState.DRAINING.value}),
+        annotations=freeze_mapping(annotations),
+    )
+
+
+@pytest.mark.parametrize(
+    ("node", "policy", "now", "left"),
+    [
+        # A drain starting now (the mark just written, or none could be): the whole deadline.
+        (draining(T0.isoformat()), LEAVE, T0, 600.0),
+        (None, LEAVE, T0, 600.0),
+        (draining(None), LEAVE, T0 + timedelta(hours=1), 600.0),
+        (draining("not a time"), LEAVE, T0, 600.0),
+        # A drain resumed by a new leader: counted from the start the old one wrote.
+        (draining(T0.isoformat()), LEAVE, T0 + timedelta(minutes=4), 360.0),
+        (draining(T0.isoformat()), DELETE, T0 + timedelta(minutes=10), 0.0),
+        (draining(T0.isoformat()), LEAVE, T0 + timedelta(minutes=12), -120.0),
+        (draining(T0.isoformat()), rules.DrainPolicy(deadline=timedelta(seconds=90)), T0, 90.0),
+        # A mark written by hand without an offset reads as UTC, as Sickbay writes it.
+        (draining("2026-03-01T12:00:00"), LEAVE, T0 + timedelta(seconds=30), 570.0),
+    ],
+)
+def test_the_deadline_counts_from_the_start_the_node_carries(
+    node: NodeState | None, policy: rules.DrainPolicy, now: datetime, left: float
+) -> None:
+    assert drain_deadline.time_left(node, policy, now=now) == left
+
+
+@pytest.mark.parametrize(
+    ("subject", "kept"),
+    [
+        (draining(T0.isoformat()), T0.isoformat()),  # resumed: the first start stays
+        (draining(None), (T0 + timedelta(minutes=5)).isoformat()),
+        (draining("garbled"), (T0 + timedelta(minutes=5)).isoformat()),  # unreadable: written again
+    ],
+)
+def test_a_drain_start_is_written_once_and_kept_when_resumed(subject: NodeState, kept: str) -> None:
+    patch = footprint.drain_start_patch(subject, now=T0 + timedelta(minutes=5))
+    assert patch.labels == ((footprint.STATE, "draining"),)
+    assert dict(patch.annotations)[footprint.DRAINING_SINCE] == kept
+
+
+@pytest.mark.parametrize("state", [s for s in RemediationState if s is not RemediationState.DRAINING])
+def test_leaving_draining_removes_its_start(state: RemediationState) -> None:
+    marked = draining(T0.isoformat())
+    assert dict(footprint.state_patch(marked, state).annotations)[footprint.DRAINING_SINCE] == ""
+    assert footprint.DRAINING_SINCE not in dict(footprint.state_patch(draining(None), state).annotations)
+    assert dict(footprint.release_patch(marked).annotations)[footprint.DRAINING_SINCE] == "", "release"
 
 
 @pytest.mark.parametrize(
@@ -69,7 +122,7 @@ def test_a_budget_that_never_yields_is_tried_until_the_deadline_then_policy_deci
 ) -> None:
     """The whole schedule of one pod whose every eviction is refused, played on the decision alone."""
     policy = policy.model_copy(update={"deadline": timedelta(seconds=deadline_s)})
-    deadline = drain_deadline.deadline(START, policy)
+    deadline = START + policy.deadline.total_seconds()
     now, attempt, slept = START, 0, []
     while True:
         attempt += 1
@@ -86,7 +139,7 @@ def test_a_budget_that_never_yields_is_tried_until_the_deadline_then_policy_deci
 
 def test_a_zero_deadline_gives_up_at_the_first_refusal() -> None:
     policy = rules.DrainPolicy(deadline=timedelta(0), on_deadline="delete")
-    deadline = drain_deadline.deadline(START, policy)
+    deadline = START + policy.deadline.total_seconds()
     assert drain_deadline.after_refusal(attempt=1, deadline=deadline, policy=policy, now=START) == (
         DeleteAtDeadline()
     )

@@ -218,7 +218,7 @@ async def _actuators(
         dry_run=dry_run,
         urgency=urgency,
     )
-    restarter = Restarter(kube=kube, recorder=recorder, clock=clock, dry_run=dry_run)
+    restarter = Restarter(kube=kube, recorder=recorder, journal=journal, clock=clock, dry_run=dry_run)
     remediators = Remediators(kube=kube, nodes=nodes, recorder=recorder, clock=clock, dry_run=dry_run)
     handoff = HandOff(
         nodes=nodes,
@@ -249,6 +249,7 @@ async def _actuators(
         nodes=nodes,
         handoff=handoff,
         gates=gates,
+        restarter=restarter,
         recorder=recorder,
         journal=journal,
         policy=policy,
