@@ -115,9 +115,26 @@ def formatter(settings: LogSettings) -> logging.Formatter:
     return TextFormatter(max_chars=settings.max_message_chars)
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is at the time of the record, like logging's last resort does:
+    bound at set-up, a handler outlives a replaced (and closed) stderr — an embedding program's or a
+    test's capture — and every later record becomes a "Logging error" traceback."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> IO[str]:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: IO[str]) -> None:
+        pass
+
+
 def setup(settings: LogSettings, *, level: str, stream: IO[str] | None = None) -> logging.Handler:
     """The root logger writes to `stream` (stderr) through the configured formatter, and nothing else."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler: logging.Handler = logging.StreamHandler(stream) if stream is not None else _Stderr()
     handler.setFormatter(formatter(settings))
     root = logging.getLogger()
     for old in list(root.handlers):

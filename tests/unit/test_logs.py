@@ -218,3 +218,21 @@ def test_the_escape_table_covers_what_splitlines_breaks_on() -> None:
     breakers = {chr(c) for c in range(sys.maxunicode + 1) if len(f"a{chr(c)}b".splitlines()) > 1}
     assert breakers
     assert all(logs.escape(c) != c for c in breakers)
+
+
+def test_the_default_handler_follows_stderr_when_it_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    first, second = io.StringIO(), io.StringIO()
+    try:
+        monkeypatch.setattr(sys, "stderr", first)
+        logs.setup(LogSettings(), level="INFO")
+        logging.getLogger("app.test").warning("to the first")
+        first.close()  # a capture that ended: records after it must not hit the closed stream
+        monkeypatch.setattr(sys, "stderr", second)
+        logging.getLogger("app.test").warning("to the second")
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    assert second.getvalue().count("\n") == 1
+    assert "to the second" in second.getvalue()
