@@ -14,7 +14,17 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.domain import Condition, NodePatch, NodeState, OwnerRef, PodState, Taint, freeze_mapping
+from app.domain import (
+    Condition,
+    NodePatch,
+    NodeState,
+    OwnerRef,
+    PodFacts,
+    PodState,
+    Taint,
+    Toleration,
+    freeze_mapping,
+)
 
 JsonObj = dict[str, Any]
 
@@ -183,6 +193,30 @@ def pod_state(pod: Mapping[str, Any], *, gpu_resources: Sequence[str] = (GPU_RES
         resource_version=str(meta.get("resourceVersion") or ""),
         deleting=bool(meta.get("deletionTimestamp")),
         grace_period_s=_grace_period(spec.get("terminationGracePeriodSeconds")),
+        facts=pod_facts(spec),
+    )
+
+
+def pod_facts(spec: Mapping[str, Any]) -> PodFacts:
+    """Priority (the admission plugin resolves `priorityClassName` into `spec.priority`), tolerations, images."""
+    priority = spec.get("priority")
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    return PodFacts(
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
+        priority_class=str(spec.get("priorityClassName") or ""),
+        tolerations=tuple(toleration(t) for t in spec.get("tolerations") or () if isinstance(t, Mapping)),
+        images=tuple(str(c.get("image") or "") for c in containers if isinstance(c, Mapping)),
+    )
+
+
+def toleration(raw: Mapping[str, Any]) -> Toleration:
+    seconds = raw.get("tolerationSeconds")
+    return Toleration(
+        key=str(raw.get("key") or ""),
+        operator=str(raw.get("operator") or "Equal"),
+        value=str(raw.get("value") or ""),
+        effect=str(raw.get("effect") or ""),
+        seconds=int(seconds) if isinstance(seconds, int | float) and not isinstance(seconds, bool) else None,
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.domain import Condition, NodePatch, NodeState, PodState
+from app.domain import Condition, JobState, NodePatch, NodeState, PodState
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
 
 
@@ -78,6 +78,22 @@ class ReviewPort(Protocol):
         ...
 
 
+class AuditPort(Protocol):
+    """What `sickbay audit` reads (read-only): every node, every pod, every Job."""
+
+    async def list_nodes(self, *, label_selector: str | None = None) -> list[NodeState]: ...
+
+    async def list_pods(
+        self,
+        *,
+        node: str | None = None,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[PodState]: ...
+
+    async def list_jobs(self, *, namespace: str | None = None) -> list[JobState]: ...
+
+
 # (API group, resource, verb) for every call above: the ClusterRole/Role must grant exactly these.
 CALLS: frozenset[tuple[str, str, str]] = frozenset(
     {
@@ -97,5 +113,7 @@ CALLS: frozenset[tuple[str, str, str]] = frozenset(
         ("coordination.k8s.io", "leases", "get"),
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "update"),
+        # list_jobs: the audit reads every Job's podFailurePolicy (AuditPort).
+        ("batch", "jobs", "list"),
     }
 )
