@@ -1,0 +1,123 @@
+"""`sickbay audit` on the demo cluster (issue 14 part 4's acceptance): with the problems
+`app.demo.audit_seed.plant` plants, it finds every one of them and nothing else, and without them it finds
+nothing. It runs the real command (`app.cli.main`) through the official client against the simulated API
+server, and against a real Prometheus holding one sample of each dcgm-exporter counter but one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.audit.snapshot import needed_fields
+from app.cli import main
+from app.dcgm_fields import BY_NAME
+from app.demo import audit_seed, configs, prediction
+from app.demo.main import demo_fleet_config
+from app.sim.fleet import FleetSim
+from app.sim.kubeapi import KubeApiServer
+from tests.prom import EMPTY_CONFIG, running_prometheus
+
+
+def _demo_seed(*, planted: bool) -> dict[str, Any]:
+    start = prediction.history_start(span_s=prediction.HISTORY_S, now=time.time())
+    sim = FleetSim(nodes=12, seed=7, config=demo_fleet_config(), start=start)
+    document = configs.cluster_seed(sim, pool="h100", owners=True)
+    return audit_seed.plant(document, now=datetime.now(UTC)) if planted else document
+
+
+def _server(document: dict[str, Any]) -> KubeApiServer:
+    """Loaded as the demo's stack loads it: owners first, their pods after."""
+    pods = document.pop("pods")
+    api = KubeApiServer()
+    api.load(document)
+    api.load({"pods": pods})
+    return api
+
+
+async def _audit(
+    capsys: pytest.CaptureFixture[str], kubeconfig: Path, *extra: str
+) -> tuple[int, dict[str, Any]]:
+    capsys.readouterr()
+    # The simulated API server runs on this loop: the command (its own asyncio.run) runs in a thread.
+    rc = await asyncio.to_thread(main, ["audit", "--kubeconfig", str(kubeconfig), "--format", "json", *extra])
+    return rc, json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def fleet_prometheus(
+    tmp_path: Path, prometheus: Path, promtool: Path, free_port: Callable[[], int]
+) -> Iterator[str]:
+    """A real Prometheus whose TSDB holds every counter the rules and the model read except
+    `audit_seed.UNEXPORTED_FIELD`, two of them under their DCGM 4.6 names (as a 4.6 exporter writes them)."""
+    at = int(time.time()) - 3600
+    lines = []
+    for name in sorted(needed_fields()):
+        if name == audit_seed.UNEXPORTED_FIELD:
+            continue
+        exported = BY_NAME[name].exported(dcgm_4_6=name.endswith(("GPU_TEMP", "PCIE_REPLAY_COUNTER"))).name
+        lines += [f"# TYPE {exported} gauge", f'{exported}{{Hostname="gpu-00",gpu="0"}} 1 {at}']
+    source = tmp_path / "fleet.om"
+    source.write_text("\n".join([*lines, "# EOF", ""]))
+    data = tmp_path / "tsdb"
+    # promtool's OpenMetrics backfill (Prometheus docs, "Backfilling from OpenMetrics format").
+    subprocess.run(
+        [str(promtool), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+        check=True,
+        capture_output=True,
+    )
+    config = tmp_path / "prometheus.yml"
+    config.write_text(EMPTY_CONFIG)
+    with running_prometheus(prometheus, data=data, config=config, port=free_port()) as url:
+        yield url
+
+
+async def test_the_audit_finds_exactly_the_planted_problems(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fleet_prometheus: str
+) -> None:
+    async with _server(_demo_seed(planted=True)) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        rc, report = await _audit(capsys, kubeconfig, "--prometheus", fleet_prometheus)
+
+    found = {(f["kind"], f["object"]) for f in report["findings"]}
+    assert found == set(audit_seed.PLANTED.items())
+    assert len(report["findings"]) == len(audit_seed.PLANTED), "one finding per planted problem"
+    assert rc == 1
+    assert report["exit_code"] == 1
+    assert report["prometheus_checked"] is True
+    severity = {f["kind"]: f["severity"] for f in report["findings"]}
+    assert severity["node-owned-by-sickbay"] == "info", "held for 2 h, under the 24 h default"
+    assert {k for k, v in severity.items() if v == "warning"} == set(audit_seed.PLANTED) - {
+        "node-owned-by-sickbay"
+    }
+
+
+async def test_the_demo_cluster_without_planted_problems_has_no_findings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with _server(_demo_seed(planted=False)) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        rc, report = await _audit(capsys, kubeconfig)
+
+    assert report["findings"] == []
+    assert rc == 0
+    assert report["prometheus_checked"] is False
+
+
+async def test_a_cluster_it_cannot_read_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    async with KubeApiServer() as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    # The server is gone: its address refuses connections.
+
+    rc = await asyncio.to_thread(main, ["audit", "--kubeconfig", str(kubeconfig)])
+
+    assert rc == 2
+    assert "cannot read" in capsys.readouterr().err
