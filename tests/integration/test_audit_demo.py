@@ -17,11 +17,15 @@ from typing import Any
 
 import pytest
 
+from app.audit.checks import Kind
 from app.audit.snapshot import needed_fields
 from app.cli import main
 from app.dcgm_fields import BY_NAME
 from app.demo import audit_seed, configs, prediction
 from app.demo.main import demo_fleet_config
+from app.kube import client as kube_client
+from app.obs.metrics import create_metrics
+from app.service import audit_job, status
 from app.sim.fleet import FleetSim
 from app.sim.kubeapi import KubeApiServer
 from tests.prom import EMPTY_CONFIG, running_prometheus
@@ -121,3 +125,50 @@ async def test_a_cluster_it_cannot_read_exits_2(tmp_path: Path, capsys: pytest.C
 
     assert rc == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+async def test_the_scheduled_audit_publishes_counts_and_the_status_page_shows_its_last_result(
+    tmp_path: Path,
+) -> None:
+    clock = _FixedClock(datetime.now(UTC))
+    metrics = create_metrics()
+    async with _server(_demo_seed(planted=True)) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        async with await kube_client.connect(kubeconfig=str(kubeconfig)) as client:
+            audits = audit_job.Audits(client, metrics=metrics, clock=clock)
+            run = await audits.run_once()
+
+    assert run is not None
+    assert audits.last is run
+    # Every kind is a series (zeros included), the planted ones at 1; the Prometheus check is the CLI's.
+    for kind in Kind:
+        value = metrics.registry.get_sample_value("sickbay_audit_findings", {"kind": kind.value})
+        assert value == (0 if kind is Kind.DCGM_FIELD_MISSING else 1), kind
+    assert (
+        metrics.registry.get_sample_value("sickbay_audit_last_run_timestamp_seconds") == clock().timestamp()
+    )
+    html = status.render(
+        identity="sickbay-0",
+        leader=True,
+        dry_run=False,
+        paused=False,
+        now=clock(),
+        nodes=[],
+        entries=[],
+        outcomes=[],
+        gates=None,
+        audit=run,
+    )
+    assert "Audit of GPU-node hygiene" in html
+    assert "9 warnings, 1 notes" in html
+    for planted in audit_seed.PLANTED.values():
+        if not planted.startswith("Metric"):
+            assert planted in html
+
+
+class _FixedClock:
+    def __init__(self, at: datetime) -> None:
+        self._at = at
+
+    def __call__(self) -> datetime:
+        return self._at
