@@ -45,7 +45,8 @@ class Audits:
         self.last: AuditRun | None = None
 
     def start(self, jobs: schedule.Jobs, *, every_s: float) -> None:
-        jobs.every(JOB_ID, self.run_once, seconds=every_s, misfire_grace_s=every_s, now=True)
+        # APScheduler takes a whole number of seconds of misfire grace: a run late by up to one interval runs.
+        jobs.every(JOB_ID, self.run_once, seconds=every_s, misfire_grace_s=max(1, int(every_s)), now=True)
 
     async def run_once(self) -> AuditRun | None:
         now = self._clock()

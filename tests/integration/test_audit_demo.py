@@ -16,16 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
 from app.audit.checks import Kind
 from app.audit.snapshot import needed_fields
 from app.cli import main
+from app.config.settings import load_settings
 from app.dcgm_fields import BY_NAME
 from app.demo import audit_seed, configs, prediction
 from app.demo.main import demo_fleet_config
 from app.kube import client as kube_client
 from app.obs.metrics import create_metrics
 from app.service import audit_job, status
+from app.service.runtime import SERVICES, build_app
 from app.sim.fleet import FleetSim
 from app.sim.kubeapi import KubeApiServer
 from tests.prom import EMPTY_CONFIG, running_prometheus
@@ -172,3 +175,38 @@ class _FixedClock:
 
     def __call__(self) -> datetime:
         return self._at
+
+
+async def test_serve_with_audit_interval_runs_the_audit_and_shows_it_on_the_status_page(
+    tmp_path: Path,
+) -> None:
+    async with _server(_demo_seed(planted=True)) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        settings = load_settings(
+            auth={"mode": "none"},
+            inbox={"path": tmp_path / "sickbay.db"},
+            kube={"enabled": True, "kubeconfig": str(kubeconfig)},
+            prediction={"enabled": False},
+            pod_namespace="default",
+            reconcile_interval_s=3600,
+            audit_interval_s=3600,
+            dry_run=True,
+        )
+        app = build_app(settings)
+        client = TestClient(TestServer(app))
+        await client.start_server()
+        try:
+            services = app[SERVICES]
+            deadline = time.monotonic() + 30
+            while services.audits is None or services.audits.last is None:
+                assert time.monotonic() < deadline, "the scheduled audit never ran"
+                await asyncio.sleep(0.05)
+            page = await (await client.get("/")).text()
+            exposition = await (await client.get("/metrics")).text()
+        finally:
+            await client.close()
+
+    assert "Audit of GPU-node hygiene" in page
+    assert audit_seed.PLANTED["node-cordoned-by-hand"] in page
+    assert 'sickbay_audit_findings{kind="node-cordoned-by-hand"} 1.0' in exposition
+    assert 'sickbay_audit_findings{kind="dcgm-field-not-exported"} 0.0' in exposition
