@@ -22,7 +22,7 @@ _FIELD = re.compile(r"\bDCGM_FI_[A-Z0-9_]+\b")
 
 
 async def read_cluster(port: AuditPort, *, now: datetime) -> Snapshot:
-    nodes, pods, jobs = await asyncio.gather(port.list_nodes(), port.list_pods(), port.list_jobs())
+    nodes, pods, jobs = await asyncio.gather(port.list_nodes(), port.list_pods(facts=True), port.list_jobs())
     return Snapshot(now=now, nodes=tuple(nodes), pods=tuple(pods), jobs=tuple(jobs))
 
 

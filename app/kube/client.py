@@ -145,8 +145,11 @@ class KubeClient:
         node: str | None = None,
         namespace: str | None = None,
         label_selector: str | None = None,
+        facts: bool = False,
     ) -> list[PodState]:
-        return await self._pods.list_pods(node=node, namespace=namespace, label_selector=label_selector)
+        return await self._pods.list_pods(
+            node=node, namespace=namespace, label_selector=label_selector, facts=facts
+        )
 
     async def list_jobs(self, *, namespace: str | None = None) -> list[JobState]:
         return await self._jobs.list_jobs(namespace=namespace)

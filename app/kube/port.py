@@ -79,7 +79,8 @@ class ReviewPort(Protocol):
 
 
 class AuditPort(Protocol):
-    """What `sickbay audit` reads (read-only): every node, every pod, every Job."""
+    """What `sickbay audit` reads (read-only): every node, every pod (with `facts`: priority, tolerations,
+    images), every Job."""
 
     async def list_nodes(self, *, label_selector: str | None = None) -> list[NodeState]: ...
 
@@ -89,6 +90,7 @@ class AuditPort(Protocol):
         node: str | None = None,
         namespace: str | None = None,
         label_selector: str | None = None,
+        facts: bool = False,
     ) -> list[PodState]: ...
 
     async def list_jobs(self, *, namespace: str | None = None) -> list[JobState]: ...
