@@ -40,6 +40,7 @@ class KubePort(Protocol):
         node: str | None = None,
         namespace: str | None = None,
         label_selector: str | None = None,
+        facts: bool = False,  # also priority, tolerations, images (`PodFacts`): the audit's, not decide's
     ) -> list[PodState]: ...
 
     async def patch_node(self, patch: NodePatch) -> NodeState:
