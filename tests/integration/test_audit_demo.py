@@ -210,3 +210,15 @@ async def test_serve_with_audit_interval_runs_the_audit_and_shows_it_on_the_stat
     assert audit_seed.PLANTED["node-cordoned-by-hand"] in page
     assert 'sickbay_audit_findings{kind="node-cordoned-by-hand"} 1.0' in exposition
     assert 'sickbay_audit_findings{kind="dcgm-field-not-exported"} 0.0' in exposition
+
+
+async def test_a_prometheus_it_cannot_read_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], free_port: Callable[[], int]
+) -> None:
+    async with _server(_demo_seed(planted=False)) as api:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        nobody = f"http://127.0.0.1:{free_port()}"
+        rc = await asyncio.to_thread(main, ["audit", "--kubeconfig", str(kubeconfig), "--prometheus", nobody])
+
+    assert rc == 2
+    assert "cannot read" in capsys.readouterr().err
