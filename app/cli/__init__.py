@@ -1,8 +1,8 @@
 """The `sickbay` command: one argparse tree, and the only place that reads argv.
 
 Each package declares its commands' arguments in a light module of its own — `app.cli.commands` (serve,
-explain, breaker, model), `app.agent.commands`, `app.predict.commands`, `app.demo.commands`,
-`app.sim.commands` — and names the function that runs each as `"module:function"`. That module is
+explain, breaker, model), `app.agent.commands`, `app.audit.commands`, `app.predict.commands`,
+`app.demo.commands`, `app.sim.commands` — and names the function that runs each as `"module:function"`. That module is
 imported only when its command runs, so parsing a command line loads neither scikit-learn nor the
 simulator, the demo or the service: `sickbay agent` starts the collector and nothing else.
 
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import cast
 
 from app.agent import commands as agent_commands
+from app.audit import commands as audit_commands
 from app.cli import commands
 from app.config.errors import ConfigError
 from app.demo import commands as demo_commands
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo_commands.register(sub)
     sim_commands.register(sub)
     commands.add_operator_commands(sub)
+    audit_commands.register(sub)
     return parser
 
 

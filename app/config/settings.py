@@ -301,6 +301,9 @@ class Settings(BaseSettings):
     # Only alerts routed to this receiver are reconciled (Alertmanager's `receiver` filter); none for all.
     alertmanager_receiver: str | None = "sickbay"
     alertmanager_sync_interval_s: float = Field(default=300.0, gt=0)
+    # The audit of GPU-node hygiene (`sickbay audit`) on the scheduler, for the status page and the
+    # `sickbay_audit_findings` metric; 0 (the default) runs none. It lists every node, pod and Job.
+    audit_interval_s: float = Field(default=0.0, ge=0)
     dry_run: bool = False
     pause: bool = False
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

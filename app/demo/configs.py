@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from app.demo import audit_seed
 from app.sim.fleet import FleetSim, SimConfig
 from app.sim.fleet.workloads import Job, PodRef
 from app.sim.kubeapi.builders import pod_template
@@ -303,7 +304,7 @@ def owner_objects(job: Job) -> list[dict[str, Any]]:
                 "apiVersion": JOBS.api_version,
                 "kind": JOBS.kind,
                 "metadata": metadata,
-                "spec": {"template": template},
+                "spec": {"template": template, "podFailurePolicy": audit_seed.FAILURE_POLICY},
                 "status": {"active": 1 if job.gang else len(job.placements)},
             }
         )

@@ -5,7 +5,7 @@ Everything here is a frozen dataclass or an enum built from the standard library
 package may import another `app` module or a third-party package. Import the names from `app.domain`; the
 modules say where each lives: `faults` (what is observed and what it means), `cluster` (nodes and pods as
 decide sees them), `actions` (what is decided and what came of it),
-`identity` (who a caller is, as the API server vouches).
+`identity` (who a caller is, as the API server vouches), `workloads` (what an audit reads of pods and Jobs).
 """
 
 from app.domain.actions import (
@@ -52,6 +52,7 @@ from app.domain.faults import (
     lookup,
 )
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
+from app.domain.workloads import FailureRule, JobState, PodFacts, Toleration
 
 __all__ = [
     "HARDWARE_CLASSES",
@@ -65,8 +66,10 @@ __all__ = [
     "CheckpointParams",
     "Condition",
     "ConditionParams",
+    "FailureRule",
     "Fault",
     "FaultClass",
+    "JobState",
     "Lane",
     "NodePatch",
     "NodeState",
@@ -76,6 +79,7 @@ __all__ = [
     "Pairs",
     "PastFault",
     "Plan",
+    "PodFacts",
     "PodRef",
     "PodState",
     "QuarantineParams",
@@ -91,6 +95,7 @@ __all__ = [
     "SignalStatus",
     "Taint",
     "TokenReview",
+    "Toleration",
     "Track",
     "UserInfo",
     "freeze_mapping",

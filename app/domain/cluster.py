@@ -9,6 +9,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from app.domain.faults import Pairs, PodRef, lookup
+from app.domain.workloads import PodFacts
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,8 @@ class PodState:
     deleting: bool = False
     # spec.terminationGracePeriodSeconds: how long the kubelet lets it stop once deleted (the API default).
     grace_period_s: int = 30
+    # priority, tolerations, images: what the audit reads (`app.audit`); decide needs none of it.
+    facts: PodFacts = PodFacts()  # noqa: RUF009 - frozen, so one shared default is safe
 
     @property
     def ref(self) -> PodRef:

@@ -25,14 +25,15 @@ from typing import TYPE_CHECKING
 from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 
-from app.domain import Condition, NodePatch, NodeState, PodState
+from app.domain import Condition, JobState, NodePatch, NodeState, PodState
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
 from app.kube import convert, errors
 from app.kube.custom_objects import CustomObjectCalls
 from app.kube.events import EventCalls
+from app.kube.jobs import JobCalls
 from app.kube.nodes import NodeCalls
 from app.kube.pods import PodCalls
-from app.kube.port import EventSpec, KubePort, ReviewPort
+from app.kube.port import AuditPort, EventSpec, KubePort, ReviewPort
 from app.kube.ratelimit import Clock, Sleep, TokenBucket, loop_clock
 from app.kube.responses import JsonObj
 from app.kube.retries import RetryPolicy
@@ -84,6 +85,7 @@ class KubeClient:
         )
         self._nodes = NodeCalls(self.transport, gpu_resources=gpu_resources, page_size=page_size, now=now)
         self._pods = PodCalls(self.transport, gpu_resources=gpu_resources, page_size=page_size)
+        self._jobs = JobCalls(self.transport, gpu_resources=gpu_resources, page_size=page_size)
         self._events = EventCalls(self.transport, instance=instance or socket.gethostname(), now=now)
         self._custom = CustomObjectCalls(self.transport, plurals=plurals or {})
         # Reviews of callers' tokens pace on a bucket of their own: a flood of made-up tokens then costs the
@@ -143,8 +145,14 @@ class KubeClient:
         node: str | None = None,
         namespace: str | None = None,
         label_selector: str | None = None,
+        facts: bool = False,
     ) -> list[PodState]:
-        return await self._pods.list_pods(node=node, namespace=namespace, label_selector=label_selector)
+        return await self._pods.list_pods(
+            node=node, namespace=namespace, label_selector=label_selector, facts=facts
+        )
+
+    async def list_jobs(self, *, namespace: str | None = None) -> list[JobState]:
+        return await self._jobs.list_jobs(namespace=namespace)
 
     async def evict_pod(self, namespace: str, name: str, *, uid: str | None = None) -> None:
         await self._pods.evict_pod(namespace, name, uid=uid)
@@ -232,10 +240,13 @@ async def connect(
     )
 
 
-if TYPE_CHECKING:  # mypy proves that the real client is a `KubePort` and a `ReviewPort`
+if TYPE_CHECKING:  # mypy proves the real client is a `KubePort`, a `ReviewPort`, an `AuditPort`
 
     def _is_a_port(client: KubeClient) -> KubePort:
         return client
 
     def _is_a_review_port(client: KubeClient) -> ReviewPort:
+        return client
+
+    def _is_an_audit_port(client: KubeClient) -> AuditPort:
         return client

@@ -29,6 +29,7 @@ class PodCalls:
         node: str | None = None,
         namespace: str | None = None,
         label_selector: str | None = None,
+        facts: bool = False,
     ) -> list[PodState]:
         if node:
             names.check_node(node)
@@ -61,7 +62,7 @@ class PodCalls:
             return t.direct("GET", "/api/v1/pods", query=query)
 
         items = await t.list_all(f"LIST pods{where}", page)
-        return [convert.pod_state(item, gpu_resources=self._gpu_resources) for item in items]
+        return [convert.pod_state(item, gpu_resources=self._gpu_resources, facts=facts) for item in items]
 
     async def evict_pod(self, namespace: str, name: str, *, uid: str | None = None) -> None:
         """policy/v1 Eviction. A PDB refusal raises `TooManyRequestsError(budget=True)` at once, without retries.

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.domain import Condition, NodePatch, NodeState, PodState
+from app.domain import Condition, JobState, NodePatch, NodeState, PodState
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
 
 
@@ -40,6 +40,7 @@ class KubePort(Protocol):
         node: str | None = None,
         namespace: str | None = None,
         label_selector: str | None = None,
+        facts: bool = False,  # also priority, tolerations, images (`PodFacts`): the audit's, not decide's
     ) -> list[PodState]: ...
 
     async def patch_node(self, patch: NodePatch) -> NodeState:
@@ -78,6 +79,24 @@ class ReviewPort(Protocol):
         ...
 
 
+class AuditPort(Protocol):
+    """What `sickbay audit` reads (read-only): every node, every pod (with `facts`: priority, tolerations,
+    images), every Job."""
+
+    async def list_nodes(self, *, label_selector: str | None = None) -> list[NodeState]: ...
+
+    async def list_pods(
+        self,
+        *,
+        node: str | None = None,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        facts: bool = False,
+    ) -> list[PodState]: ...
+
+    async def list_jobs(self, *, namespace: str | None = None) -> list[JobState]: ...
+
+
 # (API group, resource, verb) for every call above: the ClusterRole/Role must grant exactly these.
 CALLS: frozenset[tuple[str, str, str]] = frozenset(
     {
@@ -97,5 +116,7 @@ CALLS: frozenset[tuple[str, str, str]] = frozenset(
         ("coordination.k8s.io", "leases", "get"),
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "update"),
+        # list_jobs: the audit reads every Job's podFailurePolicy (AuditPort).
+        ("batch", "jobs", "list"),
     }
 )

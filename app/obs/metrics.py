@@ -43,6 +43,8 @@ class Metrics:
     proactive_refusals: Counter
     shadow: Gauge
     shadow_trips: Counter
+    audit_findings: Gauge
+    audit_last_run: Gauge
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
@@ -201,6 +203,18 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
             "sickbay_predict_shadow_trips",
             "Times the runtime guard sent an acting proactive ladder back to shadow, by reason",
             ["reason"],
+            registry=registry,
+        ),
+        # Labelled by kind of finding only (app.audit.checks.Kind, a fixed set), never by object.
+        audit_findings=Gauge(
+            "sickbay_audit_findings",
+            "Findings of the last scheduled audit of GPU-node hygiene (`sickbay audit`), by kind",
+            ["kind"],
+            registry=registry,
+        ),
+        audit_last_run=Gauge(
+            "sickbay_audit_last_run_timestamp_seconds",
+            "When the last scheduled audit read the cluster successfully (Unix time)",
             registry=registry,
         ),
     )

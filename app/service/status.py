@@ -17,6 +17,7 @@ from app.act.gatekeeper import GateKeeper
 from app.decide import footprint
 from app.domain import NodeState
 from app.service.api import breaker_view, node_view, unattributed_view
+from app.service.audit_job import AuditRun
 from app.store import deadletter, inbox
 from app.store.faults import Entry
 
@@ -55,6 +56,7 @@ def render(
     risks: Sequence[dict[str, Any]] = (),
     intake: IntakeProblems | None = None,
     shadow: dict[str, Any] | None = None,
+    audit: AuditRun | None = None,
     refresh_s: int = 10,
 ) -> str:
     mode = "dry-run: observing only, writing nothing" if dry_run else ("paused" if paused else "acting")
@@ -72,7 +74,27 @@ def render(
         intake=None if intake is None else _intake(intake),
         timeline=_timeline(entries, outcomes),
         model=_model(model_card),
+        audit=None if audit is None else _audit(audit),
     )
+
+
+_AUDIT_ROWS = 50  # the page stays small on a messy cluster; the CLI lists every finding
+
+
+def _audit(run: AuditRun) -> dict[str, Any]:
+    """The last scheduled audit: warnings first, at most `_AUDIT_ROWS` rows."""
+    ordered = sorted(run.findings, key=lambda f: (f.severity != "warning", f.kind, f.object))
+    warnings = sum(1 for f in run.findings if f.severity == "warning")
+    return {
+        "at": run.at.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "warnings": warnings,
+        "infos": len(run.findings) - warnings,
+        "findings": [
+            {"kind": f.kind.value, "severity": f.severity.value, "object": f.object, "detail": f.detail}
+            for f in ordered[:_AUDIT_ROWS]
+        ],
+        "more": max(0, len(ordered) - _AUDIT_ROWS),
+    }
 
 
 def _shadow(view: dict[str, Any]) -> dict[str, Any]:

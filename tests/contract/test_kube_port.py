@@ -617,3 +617,55 @@ async def test_a_sibling_client_paces_on_its_own_bucket_over_the_same_connection
     await reads.get_node(name)  # the sibling's bucket is empty now: it waits, on the same clock
     assert fake.sleeps == [pytest.approx(1.0)]
     assert (main.attempts, reads.attempts) == (1, 2)
+
+
+async def test_jobs_listed_with_their_pod_failure_policy(
+    kube: KubeClient, api_client: aclient.ApiClient, namespace: str
+) -> None:
+    """The audit's read of Jobs (`list_jobs`); written for a real cluster too (the Job's pods stay Pending
+    or are never made: only the Job object is read)."""
+    batch = aclient.BatchV1Api(api_client)
+    name = unique("job")
+    policy = {
+        "rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}},
+        ]
+    }
+    container = {
+        "name": "main",
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"limits": {"nvidia.com/gpu": "2"}},
+    }
+    body = {
+        "metadata": {"name": name},
+        "spec": {
+            "backoffLimit": 1,
+            "suspend": True,  # a real cluster makes no pods for it
+            "podFailurePolicy": policy,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+        },
+    }
+    await batch.create_namespaced_job(namespace, body)
+
+    jobs = {j.name: j for j in await kube.list_jobs(namespace=namespace)}
+    everywhere = {(j.namespace, j.name) for j in await kube.list_jobs()}
+
+    job = jobs[name]
+    assert (job.gpu_request, job.backoff_limit, job.has_failure_policy) == (2, 1, True)
+    assert [(r.action, r.conditions, r.exit_operator, r.exit_codes) for r in job.failure_rules] == [
+        ("Ignore", ("DisruptionTarget",), "", ()),
+        ("FailJob", (), "In", (42,)),
+    ]
+    assert (namespace, name) in everywhere
+
+
+async def test_pod_facts_only_when_asked(kube: KubeClient, make_pod: PodFactory, namespace: str) -> None:
+    await make_pod(gpus=1)
+
+    [plain] = await kube.list_pods(namespace=namespace)
+    [full] = await kube.list_pods(namespace=namespace, facts=True)
+
+    assert plain.facts.images == ()
+    assert full.facts.images == ("registry.k8s.io/pause:3.10",)
+    assert full.facts.priority == 0

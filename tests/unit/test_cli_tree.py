@@ -31,6 +31,7 @@ TOP_LEVEL = (
     "breaker",
     "model",
     "explain",
+    "audit",
 )
 
 

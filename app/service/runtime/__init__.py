@@ -59,6 +59,7 @@ def build_app(
     app.cleanup_ctx.append(wiring.run_scheduler)
     app.cleanup_ctx.append(wiring.open_storage)
     app.cleanup_ctx.append(wiring.connect_cluster)
+    app.cleanup_ctx.append(wiring.run_audits)
     app.cleanup_ctx.append(leadership.lead_when_elected)
     app.cleanup_ctx.append(prediction.start_prediction_in_background)
     routes.add_routes(app)

@@ -203,6 +203,7 @@ async def _render_status_page(request: web.Request) -> web.StreamResponse:
         gates=services.gates,
         intake=await _intake_problems(services),
         shadow=await _shadow_view(services),
+        audit=None if services.audits is None else services.audits.last,
     )
     return web.Response(text=html, content_type="text/html")
 

@@ -29,7 +29,7 @@ from app.service import pipeline, schedule
 from app.store import deadletter, inbox, journal
 
 if TYPE_CHECKING:
-    from app.service import retraining_job, scoring_job, validation
+    from app.service import audit_job, retraining_job, scoring_job, validation
     from app.service.runtime import reads
 
 Clock = Callable[[], datetime]
@@ -70,6 +70,7 @@ class Services:
     retraining: retraining_job.Retraining | None = None
     shadow: ShadowKeeper | None = None
     validation: validation.Validation | None = None
+    audits: audit_job.Audits | None = None  # the scheduled audit's last result (`audit_interval_s`)
     leader: bool = False
     ready: bool = False
     tasks: list[asyncio.Task[None]] = field(default_factory=list)

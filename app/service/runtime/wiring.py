@@ -26,13 +26,14 @@ from app.act.remediate import Remediators
 from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
 from app.act.workload import Restarter
+from app.audit.checks import AuditConfig
 from app.domain import PodRef, Signal
 from app.ingest import signals
 from app.kube import client as kube_client
 from app.kube import port
 from app.kube.ratelimit import TokenBucket
 from app.kube.retries import RetryPolicy
-from app.service import lanes, pipeline, schedule
+from app.service import audit_job, lanes, pipeline, schedule
 from app.service.runtime import reads
 from app.service.runtime.reviewing import KubeReviewer
 from app.service.runtime.services import SERVICES, Services
@@ -170,6 +171,30 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
             await restarter.stop()
         if own_client is not None:
             await own_client.close()
+
+
+async def run_audits(app: web.Application) -> AsyncIterator[None]:
+    """The scheduled audit (`audit_interval_s`, 0: none), on our own client with a token bucket of its own
+    (the read routes' rate), so its lists of every pod and Job never spend remediation's tokens."""
+    services = app[SERVICES]
+    every = services.settings.audit_interval_s
+    client = services.kube
+    if not every or not isinstance(client, kube_client.KubeClient) or services.scheduler is None:
+        yield
+        return
+    budget = services.settings.reads
+    services.audits = audit_job.Audits(
+        client.with_own_limiter(qps=budget.qps, burst=budget.burst),
+        metrics=services.metrics,
+        clock=services.clock,
+        config=AuditConfig(pool_label=services.rules.policy.budgets.pool_label),
+    )
+    jobs = schedule.Jobs(services.scheduler)
+    services.audits.start(jobs, every_s=every)
+    try:
+        yield
+    finally:
+        jobs.stop()
 
 
 def _reads(
