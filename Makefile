@@ -86,11 +86,12 @@ backtest-acceptance: setup
 # the one the manifests name (tests/deploy/test_containerfile.py keeps them equal). Needs the base image
 # from docker.io, or a mirror of it configured in the builder.
 IMAGE ?= ghcr.io/sickbay/sickbay:0.1.0
+IMAGE_BUILD_ARGS ?=
 CONTAINER_BUILDER ?= $(firstword $(foreach tool,podman buildah docker,$(shell command -v $(tool))))
 
 image:
 	@test -n "$(CONTAINER_BUILDER)" || { echo "make image: install podman, buildah or docker" >&2; exit 1; }
-	$(CONTAINER_BUILDER) build --file Containerfile --tag $(IMAGE) .
+	$(CONTAINER_BUILDER) build $(IMAGE_BUILD_ARGS) --file Containerfile --tag $(IMAGE) .
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
