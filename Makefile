@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := $(VENV)/.system-packages
 
-.PHONY: demo test tests-now test-year-ahead lint typecheck importlint unit bench backtest-acceptance setup system-packages clean
+.PHONY: demo test tests-now test-year-ahead lint typecheck importlint unit bench backtest-acceptance setup system-packages image clean
 
 setup: $(STAMP) $(SYSTEM_STAMP)
 
@@ -80,6 +80,18 @@ bench: setup
 # Issue 5's acceptance at full size (200 nodes x 8 GPUs x 14 days through a real Prometheus; ~20 min).
 backtest-acceptance: setup
 	$(BIN)/python -m tests.perf.backtest_acceptance --out out/acceptance
+
+# The image deploy/ runs (Containerfile), with whichever builder is installed: podman or buildah (no
+# daemon), else docker (BuildKit: the Containerfile bind-mounts the builder stage's wheels). The tag is
+# the one the manifests name (tests/deploy/test_containerfile.py keeps them equal). Needs the base image
+# from docker.io, or a mirror of it configured in the builder.
+IMAGE ?= ghcr.io/sickbay/sickbay:0.1.0
+IMAGE_BUILD_ARGS ?=
+CONTAINER_BUILDER ?= $(firstword $(foreach tool,podman buildah docker,$(shell command -v $(tool))))
+
+image:
+	@test -n "$(CONTAINER_BUILDER)" || { echo "make image: install podman, buildah or docker" >&2; exit 1; }
+	$(CONTAINER_BUILDER) build $(IMAGE_BUILD_ARGS) --file Containerfile --tag $(IMAGE) .
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
