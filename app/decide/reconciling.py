@@ -5,8 +5,9 @@ stayed below capacity.
 Reconciliation observes (the listed node, the faults still firing on it, its pods), asks here, and
 executes the answer; it compares nothing itself. Every timer these decisions read is an annotation on the
 node (`sickbay.io/healthy-since`, `sickbay.io/remediation-requested-at`, `sickbay.io/drain-failed-at`,
-`sickbay.io/allocatable-short-since`) or a condition's own transition time, so a new leader reads the
-clock the old one wrote, and a failover changes no decision and restarts no delay.
+`sickbay.io/allocatable-short-since`, the `sickbay.io/verification-*` marks) or a condition's own
+transition time, so a new leader reads the clock the old one wrote, and a failover changes no decision
+and restarts no delay.
 
 Pure: observations and `now` in, a decision out. Each decision carries why, for act's log line.
 """
@@ -19,7 +20,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from app.config import rules
-from app.decide import drains, evictions, footprint, handoffs
+from app.decide import drains, evictions, footprint, handoffs, verification
 from app.domain import (
     HARDWARE_CLASSES,
     Condition,
@@ -49,6 +50,7 @@ class Step(StrEnum):
     RESUME_DRAIN = "resume-drain"  # quarantined or draining and no drain runs (a new leader, a lost task)
     DRAIN_AGAIN = "drain-again"  # drain-failed and no drain runs: `drain_again`
     FOLLOW_REMEDIATION = "follow-remediation"  # handed to a remediator: `remediation_step`
+    VERIFY = "verify"  # remediated, its verification Job not passed yet: `verification.verification_step`
     NOTHING = "nothing"
 
 
@@ -116,13 +118,13 @@ def next_step(node: NodeState, *, drain_running: bool, policy: rules.Policy) -> 
     """Which decision applies to an owned node, from its state label, its class and whether a drain runs;
     a drain to start carries the remediator it hands the node to."""
     cls = fault_class(node)
-    step = _next_step(node, cls, drain_running=drain_running)
+    step = _next_step(node, cls, drain_running=drain_running, verify=policy.verification.enabled)
     if step.step in (Step.RESUME_DRAIN, Step.DRAIN_AGAIN) and cls is not None:
         return replace(step, remediation=handoffs.remediation_for(cls, policy))
     return step
 
 
-def _next_step(node: NodeState, cls: FaultClass | None, *, drain_running: bool) -> Next:
+def _next_step(node: NodeState, cls: FaultClass | None, *, drain_running: bool, verify: bool) -> Next:
     if "cordon" in footprint.added(node) and not node.unschedulable:
         why = "an operator uncordoned the node by hand; Sickbay removes its marks and steps back"
         return Next(Step.STEP_BACK, cls, why)
@@ -141,6 +143,8 @@ def _next_step(node: NodeState, cls: FaultClass | None, *, drain_running: bool) 
             return Next(Step.DRAIN_AGAIN, cls, "drain-failed")
         case RemediationState.REMEDIATING:
             return Next(Step.FOLLOW_REMEDIATION, cls, "handed to its remediator")
+        case RemediationState.VERIFYING if verify and not verification.verified(node):
+            return Next(Step.VERIFY, cls, "remediation done: its verification Job has not passed yet")
         case RemediationState.VERIFYING:
             return Next(Step.RELEASE, cls, "remediation done: released once healthy")
         case _:

@@ -5,7 +5,7 @@ Everything here is a frozen dataclass or an enum built from the standard library
 package may import another `app` module or a third-party package. Import the names from `app.domain`; the
 modules say where each lives: `faults` (what is observed and what it means), `cluster` (nodes and pods as
 decide sees them), `actions` (what is decided and what came of it),
-`identity` (who a caller is, as the API server vouches).
+`identity` (who a caller is, as the API server vouches), `jobs` (a verification Job and how it ended).
 """
 
 from app.domain.actions import (
@@ -52,6 +52,7 @@ from app.domain.faults import (
     lookup,
 )
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
+from app.domain.jobs import JobState
 
 __all__ = [
     "HARDWARE_CLASSES",
@@ -67,6 +68,7 @@ __all__ = [
     "ConditionParams",
     "Fault",
     "FaultClass",
+    "JobState",
     "Lane",
     "NodePatch",
     "NodeState",

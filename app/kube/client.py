@@ -4,7 +4,7 @@ The official client supplies what is hard to get right: kubeconfig and in-cluste
 refresh), TLS, and the generated endpoint methods. Around each call Sickbay adds pacing, bounded retries
 and typed errors (`transport`, `responses`), refuses names that are not Kubernetes names before they reach
 a URL (`names`), and answers with domain values instead of API objects (`convert`). The calls themselves
-live by resource: `nodes`, `pods`, `events`, `custom_objects`, `reviews`; this module puts them behind one port.
+live by resource: `nodes`, `pods`, `events`, `custom_objects`, `jobs`, `reviews`; this module puts them behind one port.
 
 Calls use the generated `*_without_preload_content` methods and read the JSON themselves: reads stay tolerant
 of fields a newer server adds (the generated models forbid unknown fields), and status codes are checked in
@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING
 from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 
-from app.domain import Condition, NodePatch, NodeState, PodState
+from app.domain import Condition, JobState, NodePatch, NodeState, PodState
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
 from app.kube import convert, errors
 from app.kube.custom_objects import CustomObjectCalls
 from app.kube.events import EventCalls
+from app.kube.jobs import JobCalls
 from app.kube.nodes import NodeCalls
 from app.kube.pods import PodCalls
 from app.kube.port import EventSpec, KubePort, ReviewPort
@@ -86,6 +87,7 @@ class KubeClient:
         self._pods = PodCalls(self.transport, gpu_resources=gpu_resources, page_size=page_size)
         self._events = EventCalls(self.transport, instance=instance or socket.gethostname(), now=now)
         self._custom = CustomObjectCalls(self.transport, plurals=plurals or {})
+        self._jobs = JobCalls(self.transport)
         # Reviews of callers' tokens pace on a bucket of their own: a flood of made-up tokens then costs the
         # API server a bounded rate and never delays a quarantine or an eviction.
         self.review_transport = Transport(
@@ -160,6 +162,12 @@ class KubeClient:
 
     async def create_custom_object(self, manifest: Mapping[str, object]) -> None:
         await self._custom.create_custom_object(manifest)
+
+    async def create_job(self, manifest: Mapping[str, object]) -> None:
+        await self._jobs.create_job(manifest)
+
+    async def get_job(self, namespace: str, name: str) -> JobState | None:
+        return await self._jobs.get_job(namespace, name)
 
     async def review_token(self, token: str, *, audiences: tuple[str, ...]) -> TokenReview:
         return await self._reviews.review_token(token, audiences=audiences)
