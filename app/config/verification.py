@@ -18,6 +18,8 @@ from app.config import errors
 from app.config.durations import Duration
 
 DEFAULT_TEMPLATE = "verification-job.yaml"
+# Where the shipped policy and template live (the rules directory of the checkout or image).
+DEFAULT_POLICY_DIR = Path(__file__).resolve().parents[2] / "rules"
 
 
 class VerificationPolicy(BaseModel):
