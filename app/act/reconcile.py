@@ -128,7 +128,8 @@ class Reconciler:
             case reconciling.Step.FOLLOW_REMEDIATION:
                 await self._follow_remediation(node, cls, now=now)
             case reconciling.Step.VERIFY if self._verifier is not None:
-                await self._verifier.step(node)
+                firing = [cls for _, cls in await self._journal.active_alerts(node=node.name)]
+                await self._verifier.step(node, firing=firing)
             case _:
                 pass
 

@@ -10,7 +10,7 @@ remediator, exactly as a remediation that timed out does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +20,7 @@ from app.act.handoff import HandOff
 from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
 from app.config import rules
-from app.decide import footprint, verification
+from app.decide import footprint, reconciling, verification
 from app.domain import NodeState, RemediationState
 from app.kube import errors, port
 
@@ -49,11 +49,15 @@ class Verifier:
         self._clock = clock
         self._dry_run = dry_run
 
-    async def step(self, node: NodeState) -> None:
+    async def step(self, node: NodeState, *, firing: Collection[str]) -> None:
+        """One round of the node's verification; `firing`: the classes of its alerts that fire."""
         now, namespace = self._clock(), self._policy.verification.namespace
         name = node.annotation(footprint.VERIFICATION_JOB)
         job = await self._kube.get_job(namespace, name) if name else None
-        decision = verification.verification_step(node, job, policy=self._policy, now=now)
+        unhealthy = reconciling.health_problem(node, firing=firing)
+        decision = verification.verification_step(
+            node, job, unhealthy=unhealthy, policy=self._policy, now=now
+        )
         match decision:
             case verification.Start(name=job_name, attempt=attempt, failures=failures, why=why):
                 if failures:

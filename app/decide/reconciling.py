@@ -162,6 +162,17 @@ def lost_condition(node: NodeState, step: Next, *, now: datetime) -> Condition |
     return footprint.quarantined_condition(node, step.fault_class, now=now)
 
 
+def health_problem(node: NodeState, *, firing: Collection[str]) -> str | None:
+    """Why the node's GPUs do not report healthy, or None: a hardware or driver-mismatch fault still
+    firing on it (`firing`: the classes of its alerts that fire), or GPU allocatable below capacity."""
+    holding = sorted(set(firing) & _HOLDS_THE_NODE)
+    if holding:
+        return f"a {', '.join(holding)} fault still fires on it"
+    if node.gpu_capacity > 0 and node.gpu_allocatable < node.gpu_capacity:
+        return f"GPU allocatable {node.gpu_allocatable} is below capacity {node.gpu_capacity}"
+    return None
+
+
 def release_step(
     node: NodeState, *, firing: Collection[str], policy: rules.ReleasePolicy, now: datetime
 ) -> Release | Mark | Wait:
@@ -172,14 +183,8 @@ def release_step(
     sees it healthy writes the mark; a round that sees it unhealthy removes it, so the delay starts over.
     A mark that cannot be read is written again from now.
     """
-    holding = sorted(set(firing) & _HOLDS_THE_NODE)
-    short = node.gpu_capacity > 0 and node.gpu_allocatable < node.gpu_capacity
-    if holding or short:
-        why = (
-            f"a {', '.join(holding)} fault still fires on it"
-            if holding
-            else f"GPU allocatable {node.gpu_allocatable} is below capacity {node.gpu_capacity}"
-        )
+    why = health_problem(node, firing=firing)
+    if why is not None:
         if node.annotation(footprint.HEALTHY_SINCE) is not None:
             return Mark(since=None, why=f"not healthy: {why}; the healthy delay starts over")
         return Wait(why=f"not healthy: {why}")

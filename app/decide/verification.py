@@ -96,9 +96,28 @@ def job_name(node: str, *, attempt: int, now: datetime) -> str:
 
 
 def verification_step(
+    node: NodeState,
+    job: JobState | None,
+    *,
+    unhealthy: str | None,
+    policy: rules.Policy,
+    now: datetime,
+) -> Start | Create | Passed | GiveUp | Wait:
+    """What the verification of a `verifying` node needs next, from its marks and its Job as read.
+
+    `unhealthy`: why its GPUs do not report healthy (`reconciling.health_problem`), or None. A new Job
+    starts only on a healthy node: right after a reboot the device plugin may not yet advertise every
+    GPU, and a Job asking for all of them would fail its admission and count as a failed verification.
+    """
+    step = _verification_step(node, job, policy=policy, now=now)
+    if isinstance(step, Start) and unhealthy is not None:
+        return Wait(why=f"verification {step.attempt} waits for the GPUs to report healthy: {unhealthy}")
+    return step
+
+
+def _verification_step(
     node: NodeState, job: JobState | None, *, policy: rules.Policy, now: datetime
 ) -> Start | Create | Passed | GiveUp | Wait:
-    """What the verification of a `verifying` node needs next, from its marks and its Job as read."""
     settings = policy.verification
     if node.annotation(footprint.VERIFICATION_GAVE_UP):
         return Wait(

@@ -6,6 +6,7 @@ annotations on the node in each row, so each row is also what a new leader decid
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -96,7 +97,7 @@ def test_verification_step(
     attempt: int | None,
     failures: int | None,
 ) -> None:
-    decision = verification.verification_step(verifying(**marks), job, policy=POLICY, now=now)
+    decision = verification.verification_step(verifying(**marks), job, unhealthy=None, policy=POLICY, now=now)
     assert type(decision) is expected, decision
     if attempt is not None:
         assert decision.attempt == attempt
@@ -104,9 +105,37 @@ def test_verification_step(
         assert decision.failures == failures
 
 
+@pytest.mark.parametrize(
+    ("marks", "job", "expected"),
+    [
+        # Not healthy yet (the device plugin has not advertised every GPU): no first Job ...
+        ({}, None, verification.Wait),
+        # ... nor a retry; the failed Job stays the last word until the node is healthy.
+        (STARTED, ended(False), verification.Wait),
+        # A Job that runs or ended is read as it is: health gates only new Jobs.
+        (STARTED, running(), verification.Wait),
+        (STARTED, ended(True), verification.Passed),
+        (AFTER_ONE, ended(False), verification.GiveUp),
+        (STARTED, None, verification.Create),
+    ],
+)
+def test_a_new_job_starts_only_once_the_gpus_report_healthy(
+    marks: dict[str, str], job: JobState | None, expected: type
+) -> None:
+    node = verifying(**marks)
+    unhealthy = reconciling.health_problem(replace(node, gpu_allocatable=6), firing=())
+    assert unhealthy == "GPU allocatable 6 is below capacity 8"
+    decision = verification.verification_step(node, job, unhealthy=unhealthy, policy=POLICY, now=T0 + MIN)
+    assert type(decision) is expected, decision
+    assert reconciling.health_problem(node, firing=("reset-gpu",)) == "a reset-gpu fault still fires on it"
+    assert reconciling.health_problem(node, firing=("transient",)) is None
+
+
 def test_a_new_job_has_a_new_name_for_each_attempt_and_time() -> None:
-    first = verification.verification_step(verifying(), None, policy=POLICY, now=T0)
-    retry = verification.verification_step(verifying(**STARTED), ended(False), policy=POLICY, now=T0 + MIN)
+    first = verification.verification_step(verifying(), None, unhealthy=None, policy=POLICY, now=T0)
+    retry = verification.verification_step(
+        verifying(**STARTED), ended(False), unhealthy=None, policy=POLICY, now=T0 + MIN
+    )
     assert isinstance(first, verification.Start)
     assert isinstance(retry, verification.Start)
     assert first.name != retry.name != JOB
@@ -119,13 +148,15 @@ def test_a_new_job_has_a_new_name_for_each_attempt_and_time() -> None:
 
 def test_giving_up_escalates_to_replace_unless_replace_was_asked_already() -> None:
     failed = ended(False, "BackoffLimitExceeded")
-    escalate = verification.verification_step(verifying(**AFTER_ONE), failed, policy=POLICY, now=T0)
+    escalate = verification.verification_step(
+        verifying(**AFTER_ONE), failed, unhealthy=None, policy=POLICY, now=T0
+    )
     assert isinstance(escalate, verification.GiveUp)
     assert escalate.remediation is not None
     assert escalate.remediation.remediation is FaultClass.REPLACE
     assert escalate.remediation.remediator == "none"  # the policy's replace remediator: a human
     replaced = verifying(**AFTER_ONE, **{footprint.REMEDIATION_REQUESTED: "replace"})
-    hold = verification.verification_step(replaced, failed, policy=POLICY, now=T0)
+    hold = verification.verification_step(replaced, failed, unhealthy=None, policy=POLICY, now=T0)
     assert isinstance(hold, verification.GiveUp)
     assert hold.remediation is None
 
