@@ -163,3 +163,26 @@ async def test_max_failures_failed_verifications_escalate_to_replace(tmp_path: P
         await world.reconcile()  # replace waits for a human: no new Job, still held
         assert await state_is(world, "remediating")
         assert footprint.VERIFICATION_JOB not in await annotations(world)
+
+
+async def test_a_new_leader_follows_the_job_the_old_one_started_and_its_failure_count(tmp_path: Path) -> None:
+    policy = verifying_policy(tmp_path)
+    async with open_world(tmp_path, policy=policy) as a:
+        await queue_outcomes(a, "hang")  # replica A's Job is still running when A stops
+        await remediated(a)
+        first = await started_job(a)
+        await a.client.close()  # replica A stops, and whatever it kept in memory with it
+
+        (tmp_path / "b").mkdir()
+        async with open_world(tmp_path / "b", policy=policy, cluster=a.sim, identity="sickbay-test-1") as b:
+            await b.reconcile()
+            assert (await annotations(b))[footprint.VERIFICATION_JOB] == first, "B waits on A's Job"
+            batch = aclient.BatchV1Api(b.core.api_client)
+            jobs = await batch.list_namespaced_job(NAMESPACE)
+            assert [j.metadata.name for j in jobs.items] == [first], "no second Job for the same attempt"
+            # A's Job runs past its deadline (5 m, plus the minute's grace) on B's clock: it counts as
+            # failed, and B starts verification 2 with the count A's node carries.
+            b.clock.advance(timedelta(minutes=7))
+            second = await started_job(b)
+            assert second != first
+            assert (await annotations(b))[footprint.VERIFICATION_FAILURES] == "1"
