@@ -1,5 +1,6 @@
-#!/usr/bin/env python3
-"""Copies the policy and the XID catalog from rules/ into deploy/base/generated/ for Kustomize.
+"""Copies the policy (with its verification Job template) and the XID catalog from rules/ into
+deploy/base/generated/ for Kustomize.
+
 
 rules/ stays the one source of truth (the service's defaults and the unit tests read it there). Kustomize
 cannot read it in place: its load restrictor refuses files outside the kustomization's directory, and
@@ -26,6 +27,8 @@ GENERATED = ROOT / "deploy" / "base" / "generated"
 SOURCES: dict[str, str] = {
     "rules/policy.yaml": "policy.yaml",
     "rules/xid-catalog.yaml": "xid-catalog.yaml",
+    # Beside the policy in its ConfigMap: `verification.template` is read relative to the policy file.
+    "rules/verification-job.yaml": "verification-job.yaml",
 }
 
 

@@ -2,7 +2,8 @@
 
 State of record is the Node objects, so this loop is also how a new leader resumes whatever the previous
 one left half done: a node labelled `draining` gets its drain resumed, a `remediating` node is checked for
-completion or timeout, a `verifying` node is released once it stayed healthy for `healthy-delay`, a
+completion or timeout, a `verifying` node has its verification Job run (`act.verify`, when the policy
+asks for one) and is released once that passed and it stayed healthy for `healthy-delay`, a
 `drain-failed` node is drained again when its retry is due or its pods are gone, and a node an operator
 uncordoned is let go. Each round observes a node, asks `decide.reconciling` what to do and does it: the
 comparisons and the timers are there, and the timers are annotations on the node, so a new leader counts
@@ -26,6 +27,7 @@ from app.act.gatekeeper import GateKeeper
 from app.act.handoff import HandOff
 from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
+from app.act.verify import Verifier
 from app.act.workload import Restarter
 from app.config import rules
 from app.decide import footprint, reconciling
@@ -60,6 +62,7 @@ class Reconciler:
         clock: Callable[[], datetime],
         emit: Callable[[Signal], Awaitable[None]],
         dry_run: bool,
+        verifier: Verifier | None = None,
     ) -> None:
         self._kube = kube
         self._nodes = nodes
@@ -73,6 +76,8 @@ class Reconciler:
         self._clock = clock
         self._emit = emit
         self._dry_run = dry_run
+        # Runs the verification Jobs (policy `verification`); None: verification is off.
+        self._verifier = verifier
         # The allocatable drop each node was last signalled for (its mark): one signal per drop.
         self._signalled: dict[str, datetime] = {}
         self._dry_marks = DryMarks()
@@ -122,6 +127,9 @@ class Reconciler:
                 await self._drain_again(node, cls, now=now, remediation=step.remediation)
             case reconciling.Step.FOLLOW_REMEDIATION:
                 await self._follow_remediation(node, cls, now=now)
+            case reconciling.Step.VERIFY if self._verifier is not None:
+                firing = [cls for _, cls in await self._journal.active_alerts(node=node.name)]
+                await self._verifier.step(node, firing=firing)
             case _:
                 pass
 

@@ -80,6 +80,8 @@ class Remediators:
             RemediationState.REMEDIATING,
             remediation_requested=action_name,
             remediation_requested_at=requested_at,
+            # A new request (an escalation from `verifying`, say) is not done until its remediator says so.
+            remediation_done="",
         )
         await self._recorder.node_event(
             node, "SickbayRemediationRequested", f"{action_name} via {kind}: {detail}"

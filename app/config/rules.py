@@ -27,6 +27,7 @@ from pydantic import (
 from app import backoff, domain
 from app.config import errors
 from app.config.durations import Duration
+from app.config.verification import VerificationPolicy
 
 DependsRule = Literal["dbe-remap", "follows-others", "per-link", "recovery-action"]
 Concrete = Literal["ignore", "restart-workload", "reset-gpu", "reboot-node", "replace", "transient"]
@@ -354,6 +355,7 @@ class Policy(_Frozen):
     budgets: BudgetPolicy = BudgetPolicy()
     remediation: dict[HardwareClass, Remediator] = Field(default_factory=_default_remediation)
     release: ReleasePolicy = ReleasePolicy()
+    verification: VerificationPolicy = VerificationPolicy()
     prediction: PredictionPolicy = PredictionPolicy()
 
     def remediator(self, fault_class: domain.FaultClass) -> Remediator:

@@ -50,6 +50,21 @@ ALLOCATABLE_SHORT_SINCE = "sickbay.io/allocatable-short-since"
 # goes `draining`), kept while it is drained, removed when it moves on (drain-failed, a hand-off) and on
 # release: a drain retried after `drain-failed` is a new drain, with a deadline of its own.
 DRAINING_SINCE = "sickbay.io/draining-since"
+# Verify before release (`app.decide.verification`), while the node is `verifying`: the Job that runs now
+# and when it was asked for, how many Jobs failed in a row, the Job that passed, and why verification gave
+# up (nothing left to escalate to: a human decides). Removed on any other state and on release.
+VERIFICATION_JOB = "sickbay.io/verification-job"
+VERIFICATION_STARTED_AT = "sickbay.io/verification-started-at"
+VERIFICATION_FAILURES = "sickbay.io/verification-failures"
+VERIFIED = "sickbay.io/verified"
+VERIFICATION_GAVE_UP = "sickbay.io/verification-gave-up"
+VERIFICATION_MARKS = (
+    VERIFICATION_JOB,
+    VERIFICATION_STARTED_AT,
+    VERIFICATION_FAILURES,
+    VERIFIED,
+    VERIFICATION_GAVE_UP,
+)
 MANAGED = "sickbay.io/managed"
 CONDITION = "GpuHealthy"
 # A lasting soft (transient) signal; the type is a policy setting (`transient.condition`), this its default.
@@ -68,6 +83,7 @@ OUR_ANNOTATIONS = (
     DRAIN_FAILED_AT,
     HEALTHY_SINCE,
     DRAINING_SINCE,
+    *VERIFICATION_MARKS,
 )
 _DRAIN_FAILED_MARKS = (DRAIN_FAILED, DRAIN_FAILED_AT)
 _SEVERITY = {
@@ -142,6 +158,8 @@ def state_patch(node: NodeState, state: RemediationState, **annotations: str) ->
     )
     if state is not RemediationState.DRAINING:
         stale = (*stale, DRAINING_SINCE)
+    if state is not RemediationState.VERIFYING:  # a new remediation is verified afresh
+        stale = (*stale, *VERIFICATION_MARKS)
     for key in stale:
         if node.annotation(key) is not None:
             wanted.setdefault(key, "")

@@ -5,8 +5,9 @@ stayed below capacity.
 Reconciliation observes (the listed node, the faults still firing on it, its pods), asks here, and
 executes the answer; it compares nothing itself. Every timer these decisions read is an annotation on the
 node (`sickbay.io/healthy-since`, `sickbay.io/remediation-requested-at`, `sickbay.io/drain-failed-at`,
-`sickbay.io/allocatable-short-since`) or a condition's own transition time, so a new leader reads the
-clock the old one wrote, and a failover changes no decision and restarts no delay.
+`sickbay.io/allocatable-short-since`, the `sickbay.io/verification-*` marks) or a condition's own
+transition time, so a new leader reads the clock the old one wrote, and a failover changes no decision
+and restarts no delay.
 
 Pure: observations and `now` in, a decision out. Each decision carries why, for act's log line.
 """
@@ -19,7 +20,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from app.config import rules
-from app.decide import drains, evictions, footprint, handoffs
+from app.decide import drains, evictions, footprint, handoffs, verification
 from app.domain import (
     HARDWARE_CLASSES,
     Condition,
@@ -49,6 +50,7 @@ class Step(StrEnum):
     RESUME_DRAIN = "resume-drain"  # quarantined or draining and no drain runs (a new leader, a lost task)
     DRAIN_AGAIN = "drain-again"  # drain-failed and no drain runs: `drain_again`
     FOLLOW_REMEDIATION = "follow-remediation"  # handed to a remediator: `remediation_step`
+    VERIFY = "verify"  # remediated, its verification Job not passed yet: `verification.verification_step`
     NOTHING = "nothing"
 
 
@@ -116,13 +118,13 @@ def next_step(node: NodeState, *, drain_running: bool, policy: rules.Policy) -> 
     """Which decision applies to an owned node, from its state label, its class and whether a drain runs;
     a drain to start carries the remediator it hands the node to."""
     cls = fault_class(node)
-    step = _next_step(node, cls, drain_running=drain_running)
+    step = _next_step(node, cls, drain_running=drain_running, verify=policy.verification.enabled)
     if step.step in (Step.RESUME_DRAIN, Step.DRAIN_AGAIN) and cls is not None:
         return replace(step, remediation=handoffs.remediation_for(cls, policy))
     return step
 
 
-def _next_step(node: NodeState, cls: FaultClass | None, *, drain_running: bool) -> Next:
+def _next_step(node: NodeState, cls: FaultClass | None, *, drain_running: bool, verify: bool) -> Next:
     if "cordon" in footprint.added(node) and not node.unschedulable:
         why = "an operator uncordoned the node by hand; Sickbay removes its marks and steps back"
         return Next(Step.STEP_BACK, cls, why)
@@ -141,6 +143,8 @@ def _next_step(node: NodeState, cls: FaultClass | None, *, drain_running: bool) 
             return Next(Step.DRAIN_AGAIN, cls, "drain-failed")
         case RemediationState.REMEDIATING:
             return Next(Step.FOLLOW_REMEDIATION, cls, "handed to its remediator")
+        case RemediationState.VERIFYING if verify and not verification.verified(node):
+            return Next(Step.VERIFY, cls, "remediation done: its verification Job has not passed yet")
         case RemediationState.VERIFYING:
             return Next(Step.RELEASE, cls, "remediation done: released once healthy")
         case _:
@@ -158,6 +162,17 @@ def lost_condition(node: NodeState, step: Next, *, now: datetime) -> Condition |
     return footprint.quarantined_condition(node, step.fault_class, now=now)
 
 
+def health_problem(node: NodeState, *, firing: Collection[str]) -> str | None:
+    """Why the node's GPUs do not report healthy, or None: a hardware or driver-mismatch fault still
+    firing on it (`firing`: the classes of its alerts that fire), or GPU allocatable below capacity."""
+    holding = sorted(set(firing) & _HOLDS_THE_NODE)
+    if holding:
+        return f"a {', '.join(holding)} fault still fires on it"
+    if node.gpu_capacity > 0 and node.gpu_allocatable < node.gpu_capacity:
+        return f"GPU allocatable {node.gpu_allocatable} is below capacity {node.gpu_capacity}"
+    return None
+
+
 def release_step(
     node: NodeState, *, firing: Collection[str], policy: rules.ReleasePolicy, now: datetime
 ) -> Release | Mark | Wait:
@@ -168,14 +183,8 @@ def release_step(
     sees it healthy writes the mark; a round that sees it unhealthy removes it, so the delay starts over.
     A mark that cannot be read is written again from now.
     """
-    holding = sorted(set(firing) & _HOLDS_THE_NODE)
-    short = node.gpu_capacity > 0 and node.gpu_allocatable < node.gpu_capacity
-    if holding or short:
-        why = (
-            f"a {', '.join(holding)} fault still fires on it"
-            if holding
-            else f"GPU allocatable {node.gpu_allocatable} is below capacity {node.gpu_capacity}"
-        )
+    why = health_problem(node, firing=firing)
+    if why is not None:
         if node.annotation(footprint.HEALTHY_SINCE) is not None:
             return Mark(since=None, why=f"not healthy: {why}; the healthy delay starts over")
         return Wait(why=f"not healthy: {why}")

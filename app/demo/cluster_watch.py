@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.decide import footprint
+from app.demo import verifying
 from app.demo.milestones import NodeView, Scene
 from app.domain import NodeState
 
@@ -28,6 +29,7 @@ def view_of(node: NodeState) -> NodeView:
             (c.reason for c in node.conditions if c.type == footprint.SOFT_CONDITION and c.status == "True"),
             None,
         ),
+        verification=verifying.view(node),
     )
 
 
@@ -54,6 +56,8 @@ def describe_change(before: NodeView, now: NodeView) -> str:
             if now.soft
             else f"condition {footprint.SOFT_CONDITION}=False"
         )
+    if now.verification != before.verification and now.verification:
+        parts.append(now.verification)
     return ", ".join(parts)
 
 

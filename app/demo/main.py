@@ -29,7 +29,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from app.demo import prediction, report
+from app.demo import prediction, report, verifying
 from app.demo.scenario import CastingError, Scenario
 from app.demo.stack import Stack, StackConfig, quiet_fleet_config
 from app.demo.timeline import Event, Recorder, Scene
@@ -88,7 +88,10 @@ def stack_config(nodes: int, seed: int) -> StackConfig:
         # the plain way from exporters that map no pods; and a team's own alert routed to Sickbay.
         scrape="mixed",
         user_alerts=True,
-        policy={"transient": {"persist_after": f"{SOFT_PERSIST_S}s"}},
+        policy={
+            "transient": {"persist_after": f"{SOFT_PERSIST_S}s"},
+            "verification": verifying.policy_section(),
+        },
     )
 
 
@@ -187,7 +190,8 @@ def run_notes(config: StackConfig, forecast: prediction.Forecast) -> tuple[str, 
         "a backtest over the fleet's own history or an operator validates it; the demo's fleet is the "
         "simulator the model was trained on.",
         "Release scenes: 'delivered' is the resolved notification, 'decision' the node entering "
-        "`verifying` once the remediator reported done; the rest of their time is the healthy delay.",
+        "`verifying` once the remediator reported done; the rest of their time is the verification Jobs "
+        "(the XID 79 node's first fails, as the simulator's Job controller is told to) and the healthy delay.",
     )
 
 

@@ -105,3 +105,4 @@ class NodeView:
     remediation: str | None = None
     at_risk: str | None = None  # the at-risk taint's value:effect
     soft: str | None = None  # the soft-fault condition's reason while it is True
+    verification: str | None = None  # its verification Job, in words (`verifying.view`)

@@ -19,7 +19,8 @@
    transient, so nothing is restarted or drained; it is re-checked while it fires and, once it lasts,
    the node shows `GpuSoftFault=True`.
 5. A node boots a different driver than its pool: `NoSchedule` taint, no cordon, no drain.
-6. The remediator reports the XID 79 node done (rebooted, GPU back): its alerts resolve and Sickbay
+6. The remediator reports the XID 79 node done (rebooted, GPU back): its alerts resolve, Sickbay runs
+   the DCGM verification Job on it, which fails once (`verifying`), runs a second that passes, and
    releases it after the healthy delay. The driver node gets its pool's driver back and is released too.
 7. A storm: four nodes fault at once. The blast-radius budget allows a few quarantines; past it the
    breaker opens and the rest are recorded, not acted on.
@@ -31,7 +32,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from app.demo import forecasting, prediction
+from app.demo import forecasting, prediction, verifying
 from app.demo.casting import CastingError, cast
 from app.demo.configs import USER_ALERT
 from app.demo.scenes import HBM_LEAD_S, STORM_FAULTS, add_scenes
@@ -154,6 +155,7 @@ class Scenario:
         rec.begin(
             self.scenes.release, "remediator: node rebooted, GPU back; sets sickbay.io/remediation-done"
         )
+        verifying.fail_first_verification(stack, c.gang_node)  # its first verification Job fails
         await stack.remediation_done(c.gang_node)
         default = stack.fleet.config.hardware.driver_version
         await self._inject(

@@ -154,7 +154,8 @@ def add_scenes(
             title="Remediation done on the XID 79 node: rebooted, GPU back",
             label="Remediated → release",
             node=c.gang_node,
-            expect="alerts resolve; released after the healthy delay",
+            expect="alerts resolve; the first verification Job (DCGM diag) fails, a second one passes; "
+            "released after the healthy delay",
             effect_kind="released",
             classes=frozenset(),
         )

@@ -5,7 +5,8 @@ Everything here is a frozen dataclass or an enum built from the standard library
 package may import another `app` module or a third-party package. Import the names from `app.domain`; the
 modules say where each lives: `faults` (what is observed and what it means), `cluster` (nodes and pods as
 decide sees them), `actions` (what is decided and what came of it),
-`identity` (who a caller is, as the API server vouches), `workloads` (what an audit reads of pods and Jobs).
+`identity` (who a caller is, as the API server vouches), `workloads` (what an audit reads of pods and Jobs),
+`jobs` (a verification Job's run and how it ended).
 """
 
 from app.domain.actions import (
@@ -52,6 +53,7 @@ from app.domain.faults import (
     lookup,
 )
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
+from app.domain.jobs import JobRun
 from app.domain.workloads import FailureRule, JobState, PodFacts, Toleration
 
 __all__ = [
@@ -69,6 +71,7 @@ __all__ = [
     "FailureRule",
     "Fault",
     "FaultClass",
+    "JobRun",
     "JobState",
     "Lane",
     "NodePatch",

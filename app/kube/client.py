@@ -4,7 +4,7 @@ The official client supplies what is hard to get right: kubeconfig and in-cluste
 refresh), TLS, and the generated endpoint methods. Around each call Sickbay adds pacing, bounded retries
 and typed errors (`transport`, `responses`), refuses names that are not Kubernetes names before they reach
 a URL (`names`), and answers with domain values instead of API objects (`convert`). The calls themselves
-live by resource: `nodes`, `pods`, `events`, `custom_objects`, `reviews`; this module puts them behind one port.
+live by resource: `nodes`, `pods`, `events`, `custom_objects`, `jobs`, `reviews`; this module puts them behind one port.
 
 Calls use the generated `*_without_preload_content` methods and read the JSON themselves: reads stay tolerant
 of fields a newer server adds (the generated models forbid unknown fields), and status codes are checked in
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 
-from app.domain import Condition, JobState, NodePatch, NodeState, PodState
+from app.domain import Condition, JobRun, JobState, NodePatch, NodeState, PodState
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
 from app.kube import convert, errors
 from app.kube.custom_objects import CustomObjectCalls
@@ -168,6 +168,12 @@ class KubeClient:
 
     async def create_custom_object(self, manifest: Mapping[str, object]) -> None:
         await self._custom.create_custom_object(manifest)
+
+    async def create_job(self, manifest: Mapping[str, object]) -> None:
+        await self._jobs.create_job(manifest)
+
+    async def get_job(self, namespace: str, name: str) -> JobRun | None:
+        return await self._jobs.get_job(namespace, name)
 
     async def review_token(self, token: str, *, audiences: tuple[str, ...]) -> TokenReview:
         return await self._reviews.review_token(token, audiences=audiences)

@@ -1,6 +1,12 @@
-"""Job calls: list batch/v1 Jobs (the audit reads their pod failure policy), and their translation.
+"""batch/v1 Job calls and their translation: the audit lists Jobs (their pod failure policy); the
+verification step creates one from its manifest and reads it back as a `JobRun`.
 
-Works on plain JSON, as `app.kube.convert` does, so a field a newer server adds is simply ignored.
+Works on plain JSON, as `app.kube.convert` does, so a field a newer server adds is simply ignored. The
+verification step (`app.decide.verification`) needs no list and no delete: it reads the one Job a node's
+annotation names, and Kubernetes deletes finished Jobs itself (`ttlSecondsAfterFinished`). How a Job ended
+is its terminal condition, `Complete` or `Failed` with a reason (`DeadlineExceeded`,
+`BackoffLimitExceeded`), as the Job API documents it
+(kubernetes.io/docs/concepts/workloads/controllers/job/#job-termination-and-cleanup).
 """
 
 from __future__ import annotations
@@ -10,9 +16,14 @@ from typing import Any
 
 import aiohttp
 
-from app.domain import FailureRule, JobState
-from app.kube import convert, names
+from app.domain import FailureRule, JobRun, JobState
+from app.kube import convert, errors, names
+from app.kube.responses import JsonObj
 from app.kube.transport import Transport
+
+JOBS_PATH = "/apis/batch/v1/namespaces/{namespace}/jobs"
+JOB_PATH = JOBS_PATH + "/{name}"
+NODE_LABEL = "sickbay.io/node"
 
 
 class JobCalls:
@@ -35,6 +46,34 @@ class JobCalls:
 
         items = await t.list_all("LIST jobs" + (f" in {namespace}" if namespace else ""), page)
         return [job_state(item, gpu_resources=self._gpu_resources) for item in items]
+
+    async def create_job(self, manifest: Mapping[str, object]) -> None:
+        """Create the Job; ConflictError when one of that name exists already (a create retried)."""
+        meta = manifest.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        names.check_pod(namespace, name)
+        await self._transport.call(
+            "POST",
+            JOBS_PATH,
+            what=f"CREATE job {namespace}/{name}",
+            body=dict(manifest),
+            path_params={"namespace": namespace},
+        )
+
+    async def get_job(self, namespace: str, name: str) -> JobRun | None:
+        """The Job as it stands; None when there is none of that name."""
+        names.check_pod(namespace, name)
+        try:
+            body = await self._transport.call(
+                "GET",
+                JOB_PATH,
+                what=f"GET job {namespace}/{name}",
+                path_params={"namespace": namespace, "name": name},
+            )
+        except errors.NotFoundError:
+            return None
+        return job_run(body)
 
 
 def job_state(job: Mapping[str, Any], *, gpu_resources: Sequence[str] = (convert.GPU_RESOURCE,)) -> JobState:
@@ -74,4 +113,25 @@ def failure_rule(raw: Mapping[str, Any]) -> FailureRule:
         )
         if isinstance(codes, Mapping)
         else (),
+    )
+
+
+def job_run(job: JsonObj | Mapping[str, Any]) -> JobRun:
+    meta = job.get("metadata") or {}
+    status = job.get("status") or {}
+    succeeded: bool | None = None
+    reason = message = ""
+    for condition in status.get("conditions") or []:
+        if condition.get("status") != "True" or condition.get("type") not in ("Complete", "Failed"):
+            continue
+        succeeded = condition.get("type") == "Complete"
+        reason, message = str(condition.get("reason") or ""), str(condition.get("message") or "")
+    return JobRun(
+        name=str(meta.get("name") or ""),
+        namespace=str(meta.get("namespace") or ""),
+        node=str((meta.get("labels") or {}).get(NODE_LABEL) or ""),
+        succeeded=succeeded,
+        reason=reason,
+        message=message,
+        start_time=convert.parse_time(status.get("startTime")),
     )

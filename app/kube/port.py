@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.domain import Condition, JobState, NodePatch, NodeState, PodState
+from app.domain import Condition, JobRun, JobState, NodePatch, NodeState, PodState
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
 
 
@@ -61,6 +61,14 @@ class KubePort(Protocol):
     async def patch_pod_labels(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> None: ...
 
     async def create_custom_object(self, manifest: Mapping[str, object]) -> None: ...
+
+    async def create_job(self, manifest: Mapping[str, object]) -> None:
+        """batch/v1 Job in its manifest's namespace; ConflictError when one of that name exists."""
+        ...
+
+    async def get_job(self, namespace: str, name: str) -> JobRun | None:
+        """The Job and how it ended (its Complete/Failed condition); None when it does not exist."""
+        ...
 
 
 class ReviewPort(Protocol):
@@ -113,6 +121,9 @@ CALLS: frozenset[tuple[str, str, str]] = frozenset(
         ("authorization.k8s.io", "subjectaccessreviews", "create"),
         # pod_node: only the agents' pods, in Sickbay's namespace (a Role).
         ("", "pods", "get"),
+        # create_job, get_job: verification Jobs, only in the policy's verification namespace (a Role).
+        ("batch", "jobs", "create"),
+        ("batch", "jobs", "get"),
         ("coordination.k8s.io", "leases", "get"),
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "update"),

@@ -26,7 +26,7 @@ _NEXT_STEP = {
     "draining": "finish evictions, wait until the pods are gone, then request remediation",
     "drain-failed": "not handed off: fix what held the pods (or move them), then it drains again",
     "remediating": "wait for the remediator (sickbay.io/remediation-done)",
-    "verifying": "release after healthy-delay with no active fault",
+    "verifying": "pass the verification Job (when enabled), then release after healthy-delay with no active fault",
     "at-risk": "watch the risk score; drain only if policy says so",
 }
 

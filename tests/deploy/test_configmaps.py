@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 from app.config import rules as rules_config
+from app.config import verification
 from tests.deploy import support
 
 GENERATOR = support.DEPLOY / "gen_configmaps.py"
@@ -36,7 +37,11 @@ def test_generated_copies_match_rules() -> None:
 
 def test_every_rules_file_the_service_reads_is_generated() -> None:
     module = _generator()
-    assert set(module.SOURCES) == {"rules/policy.yaml", "rules/xid-catalog.yaml"}
+    assert set(module.SOURCES) == {
+        "rules/policy.yaml",
+        "rules/xid-catalog.yaml",
+        "rules/verification-job.yaml",
+    }
     generated = {p.name for p in (support.BASE / "generated").iterdir()}
     assert generated == set(module.SOURCES.values()), "a file in deploy/base/generated/ has no source"
 
@@ -44,7 +49,8 @@ def test_every_rules_file_the_service_reads_is_generated() -> None:
 def test_the_generator_feeds_the_config_map_generator() -> None:
     configmaps = support.generated_configmaps(support.BASE)
     assert set(configmaps) == {"sickbay-config", "sickbay-policy", "sickbay-xid-catalog"}
-    assert set(configmaps["sickbay-policy"]) == {"policy.yaml"}
+    # The verification Job template sits beside the policy: `verification.template` is relative to it.
+    assert set(configmaps["sickbay-policy"]) == {"policy.yaml", "verification-job.yaml"}
     assert set(configmaps["sickbay-xid-catalog"]) == {"xid-catalog.yaml"}
 
 
@@ -77,7 +83,10 @@ def test_the_base_deployment_configures_a_service_that_starts(
     assert settings.listen_port == 8080
     # The files the service reads are the mounted ConfigMaps, and they parse.
     assert settings.policy_file.is_relative_to(tmp_path)
-    rules_config.load_policy(settings.policy_file)
+    policy = rules_config.load_policy(settings.policy_file)
+    enabled = policy.verification.model_copy(update={"enabled": True})
+    template = verification.load_template(enabled, policy_dir=settings.policy_file.parent)
+    assert "dcgmi diag" in template
     rules_config.load_catalog(settings.xid_catalog_file)
     # The inbox lives on the `state` volume, not on the read-only root filesystem.
     mounts = {m["name"]: m["mountPath"] for m in support.container(deployment, "sickbay")["volumeMounts"]}

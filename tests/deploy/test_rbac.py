@@ -35,6 +35,9 @@ NAMESPACED = {
     ("", "pods", "patch"),
     # pod_node: the node of an agent's pod (a DaemonSet in Sickbay's namespace), for a token that names no node.
     ("", "pods", "get"),
+    # create_job, get_job: verification Jobs run in Sickbay's namespace (policy `verification.namespace`).
+    ("batch", "jobs", "create"),
+    ("batch", "jobs", "get"),
 }
 
 

@@ -25,8 +25,10 @@ from app.act.recorder import Recorder
 from app.act.remediate import Remediators
 from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
+from app.act.verify import Verifier
 from app.act.workload import Restarter
 from app.audit.checks import AuditConfig
+from app.config import verification
 from app.domain import PodRef, Signal
 from app.ingest import signals
 from app.kube import client as kube_client
@@ -268,6 +270,19 @@ async def _actuators(
     async def emit(signal: Signal) -> None:
         await inbox.append([record_of(signal)])
 
+    verifier = None
+    if policy.verification.enabled:
+        template = verification.load_template(policy.verification, policy_dir=settings.policy_file.parent)
+        verifier = Verifier(
+            kube=kube,
+            nodes=nodes,
+            handoff=handoff,
+            recorder=recorder,
+            policy=policy,
+            template=template,
+            clock=clock,
+            dry_run=dry_run,
+        )
     services.gates = gates
     services.reconciler = Reconciler(
         kube=kube,
@@ -282,5 +297,6 @@ async def _actuators(
         clock=clock,
         emit=emit,
         dry_run=dry_run,
+        verifier=verifier,
     )
     return executor, drainer, restarter, nodes

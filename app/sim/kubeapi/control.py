@@ -13,6 +13,10 @@ Kubernetes URL space, need no token, are never counted and never faulted.
                                    groups, extra, audiences, uid} (see reviews.Identity)
     POST            /_sim/grants   add SubjectAccessReview grants: a JSON list of {subject, verb, group,
                                    resource, name} (see reviews.Grant)
+    GET/POST/DELETE /_sim/job-outcomes
+                                   read, add to or clear how the next Jobs pinned to a node end: POST
+                                   {"outcomes": [{node, outcome: succeed|fail|hang}], "run_s": 0.2}
+                                   (see jobs.JobController; `run_s` optional)
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from app.sim.kubeapi import seed
 from app.sim.kubeapi.errors import ApiError
 from app.sim.kubeapi.faults import EvictionFailure, FaultConfig
 from app.sim.kubeapi.handlers import error_response, json_response
+from app.sim.kubeapi.jobs import OUTCOMES
 from app.sim.kubeapi.reviews import API_AUDIENCE, Grant, Identity
 from app.sim.kubeapi.state import STATE
 
@@ -135,6 +140,38 @@ async def add_grants(request: web.Request) -> web.Response:
     return json_response({"granted": len(grants)})
 
 
+async def get_job_outcomes(request: web.Request) -> web.Response:
+    jobs = request.app[STATE].registry.jobs
+    queued = {node: list(outcomes) for node, outcomes in jobs.outcomes.items() if outcomes}
+    return json_response({"outcomes": queued, "run_s": jobs.run_s})
+
+
+async def add_job_outcomes(request: web.Request) -> web.Response:
+    jobs = request.app[STATE].registry.jobs
+    try:
+        data = json.loads(await request.read() or b"{}")
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object")
+        run_s = data.get("run_s", jobs.run_s)
+        if not isinstance(run_s, int | float) or run_s < 0:
+            raise ValueError(f"run_s must be a non-negative number, got {run_s!r}")
+        wanted = [(str(item["node"]), item["outcome"]) for item in data.get("outcomes") or []]
+        for _, outcome in wanted:
+            if outcome not in OUTCOMES:
+                raise ValueError(f"unknown outcome {outcome!r}")
+    except (ValueError, TypeError, KeyError) as error:
+        return error_response(ApiError(400, "BadRequest", message=f"invalid job outcomes: {error}"))
+    jobs.run_s = float(run_s)
+    for node, outcome in wanted:
+        jobs.queue(node, outcome)
+    return await get_job_outcomes(request)
+
+
+async def clear_job_outcomes(request: web.Request) -> web.Response:
+    request.app[STATE].registry.jobs.clear()
+    return await get_job_outcomes(request)
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/_sim/faults", get_faults)
     app.router.add_post("/_sim/faults", set_faults)
@@ -147,3 +184,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/_sim/objects", load_objects)
     app.router.add_post("/_sim/tokens", register_tokens)
     app.router.add_post("/_sim/grants", add_grants)
+    app.router.add_get("/_sim/job-outcomes", get_job_outcomes)
+    app.router.add_post("/_sim/job-outcomes", add_job_outcomes)
+    app.router.add_delete("/_sim/job-outcomes", clear_job_outcomes)

@@ -4,7 +4,8 @@ What lives here is exactly what a fake tends to get wrong: resourceVersion preco
 metadata a client cannot overwrite, a main endpoint that ignores status and a /status endpoint that keeps
 the spec (and what each kind's status strategy resets), MicroTime fields that must decode, generation
 bumps, no-op writes that keep the resourceVersion, finalizers and graceful pod deletion, and the disruption
-controller told of every write that can change a budget. Every public method is synchronous, so each
+controller told of every write that can change a budget, and the Job controller (`jobs`) of every Job
+created. Every public method is synchronous, so each
 request's read-modify-write is atomic on the event loop. How a body is decoded and defaulted is
 `bodies`', what a delete's options and grace period mean `deletion`'s; this module reads and writes the store.
 """
@@ -15,11 +16,11 @@ import contextlib
 import copy
 from typing import Any
 
-from app.sim.kubeapi import controllers, deletion, errors, microtime, strategies
+from app.sim.kubeapi import controllers, deletion, errors, jobs, microtime, strategies
 from app.sim.kubeapi.bodies import check_names, decoded, default_for_create, typed_body
 from app.sim.kubeapi.patches import apply_json_patch, apply_merge_patch
 from app.sim.kubeapi.patchmeta import rules_for
-from app.sim.kubeapi.resources import NAMESPACES, PODS, JsonObj, Ref, ResourceType
+from app.sim.kubeapi.resources import JOBS, NAMESPACES, PODS, JsonObj, Ref, ResourceType
 from app.sim.kubeapi.selectors import FieldSelector, LabelSelector, field_value
 from app.sim.kubeapi.store import Store, parse_time
 from app.sim.kubeapi.strategic import apply_strategic_merge_patch
@@ -48,6 +49,9 @@ class Registry:
         self._schedule = schedule
         self.disruption = controllers.DisruptionController(
             store, sync_delay_s=disruption_sync_s, schedule=schedule
+        )
+        self.jobs = jobs.JobController(
+            store, create_pod=lambda body, ns: self.create(PODS, body, namespace=ns), schedule=schedule
         )
 
     @property
@@ -100,6 +104,8 @@ class Registry:
             return obj
         stored = self.store.put(rt, obj)
         self._after_write(rt, namespace)
+        if rt is JOBS:
+            self.jobs.created(stored)  # answered as created: the controller's status comes after
         return stored
 
     def load(self, rt: ResourceType, obj: JsonObj) -> JsonObj:
