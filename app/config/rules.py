@@ -26,10 +26,12 @@ from pydantic import (
 
 from app import backoff, domain
 from app.config import errors
+from app.config.drain_policy import DrainMode, DrainPolicy, HardwareClass
 from app.config.durations import Duration
 
 DependsRule = Literal["dbe-remap", "follows-others", "per-link", "recovery-action"]
 Concrete = Literal["ignore", "restart-workload", "reset-gpu", "reboot-node", "replace", "transient"]
+__all__ = ["DrainMode", "DrainPolicy", "HardwareClass"]  # their home is `drain_policy`; read as rules.X
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -188,10 +190,6 @@ class EscalationPolicy(_Frozen):
     escalate_to: Literal["reset-gpu", "reboot-node", "replace"] = "reset-gpu"
 
 
-HardwareClass = Literal["reset-gpu", "reboot-node", "replace"]
-DrainMode = Literal["partial", "gpu-pods", "all"]
-
-
 class TransientPolicy(_Frozen):
     """Soft and unknown signals: never a restart. Re-checked with the retry backoff while they fire; made
     visible on the node (condition and Event) when they last or repeat; hardware only when said here."""
@@ -226,51 +224,6 @@ class WorkloadPolicy(_Frozen):
 
     def policy_for(self, group_kind: str) -> GroupPolicy:
         return self.group_policy.get(group_kind, self.default_policy)
-
-
-def _default_drain_modes() -> dict[HardwareClass, DrainMode]:
-    return {"reset-gpu": "partial"}
-
-
-class DrainPolicy(_Frozen):
-    # Which resources make a pod a GPU pod is a client setting (`kube.gpu_resources`), shared with explain.
-    gpu_pods_only: bool = True
-    excluded_namespaces: tuple[str, ...] = ("kube-system",)
-    deadline: Duration = timedelta(minutes=10)
-    on_deadline: Literal["leave", "delete"] = "leave"
-    # A node left `drain-failed` is drained again this long after the last try (null: never by itself;
-    # it waits for a human, or for its pods to leave).
-    retry_after: Duration | None = timedelta(minutes=10)
-    # Which pods a hardware class's drain moves (`mode_for`): `partial` only the pods on the faulty GPU
-    # (and its NVLink peers when `peers`), the node's other work keeps running under the NoSchedule taint;
-    # `gpu-pods` every GPU pod; `all` every pod but DaemonSet and mirror pods. A class not named here
-    # drains as before this setting existed: `gpu-pods`, or `all` when `gpu_pods_only` is false.
-    modes: dict[HardwareClass, DrainMode] = Field(default_factory=_default_drain_modes)
-    # A partial drain also moves the pods on the faulty GPU's NVLink peers: where the reset tears down the
-    # GPU's NVLinks, peer-to-peer traffic of a job spanning it and its peers fails with it.
-    peers: bool = False
-    # The GPUs (indices) that share an NVLink domain, for `peers`; empty: every GPU on the node is a peer
-    # of every other (an NVSwitch baseboard such as HGX A100/H100 8-GPU).
-    nvlink_groups: tuple[tuple[int, ...], ...] = ()
-
-    @field_validator("modes")
-    @classmethod
-    def _partial_only_resets_one_gpu(
-        cls, value: dict[HardwareClass, DrainMode]
-    ) -> dict[HardwareClass, DrainMode]:
-        wrong = sorted(c for c, mode in value.items() if mode == "partial" and c != "reset-gpu")
-        if wrong:
-            raise ValueError(
-                f"a partial drain needs a fault that only one GPU's reset fixes: not {', '.join(wrong)}"
-            )
-        return value
-
-    def mode_for(self, fault_class: domain.FaultClass) -> DrainMode:
-        """How `fault_class`'s drain chooses its pods."""
-        named: DrainMode | None = self.modes.get(fault_class.value)  # type: ignore[call-overload]
-        if named is not None:
-            return named
-        return "gpu-pods" if self.gpu_pods_only else "all"
 
 
 class BudgetPolicy(_Frozen):
