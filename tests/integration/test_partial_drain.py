@@ -1,0 +1,89 @@
+"""A GPU reset drains only the faulty GPU's pod; the node's healthy workload keeps running under the taint.
+
+Against the simulated API server through the official client: two GPU workloads on one node, a double-bit
+ECC alert (reset-gpu) naming one of them in `exported_pod` (as Prometheus renames dcgm-exporter's workload
+label under prometheus-operator). Without that mapping the drain falls back to every GPU pod and cordons.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.decide import footprint
+from tests.integration.remediation_world import World, eventually, open_world
+
+pytestmark = pytest.mark.slow
+
+NODE = "gpu-07"  # only the DaemonSet's pod runs there in the fixture
+FAULTY, HEALTHY = "trainer-a", "serve-b"
+
+
+def add_workloads(world: World) -> None:
+    world.sim.load(
+        {
+            "pods": [
+                {"name": name, "namespace": "training", "node": NODE, "gpus": 4, "labels": {"app": name}}
+                for name in (FAULTY, HEALTHY)
+            ]
+        }
+    )
+
+
+async def state_is(world: World, state: str) -> bool:
+    labels = (await world.node(NODE)).metadata.labels or {}
+    return labels.get(footprint.STATE) == state
+
+
+async def pods_here(world: World) -> dict[str, Any]:
+    """The training pods bound to the node, by name, Terminating ones included."""
+    found = await world.pods("training", terminating=True, field_selector=f"spec.nodeName={NODE}")
+    return {p.metadata.name: p for p in found}
+
+
+def sickbay_taints(node: Any) -> list[tuple[str, str, str]]:
+    return [(t.key, t.value, t.effect) for t in node.spec.taints or [] if t.key.startswith("sickbay.io/")]
+
+
+async def test_a_gpu_reset_evicts_only_the_faulty_gpus_pod(tmp_path: Path) -> None:
+    async with open_world(tmp_path) as world:
+        add_workloads(world)
+        await world.post_alert(
+            alertname="GpuDoubleBitEccError",
+            node=NODE,
+            gpu="3",
+            xid="95",
+            sickbay_class="reset-gpu",
+            exported_namespace="training",
+            exported_pod=FAULTY,
+        )
+
+        await eventually(lambda: state_is(world, "remediating"), what="the hand-off after the partial drain")
+        node = await world.node(NODE)
+        assert node.metadata.annotations[footprint.REMEDIATION_REQUESTED] == "reset-gpu"
+        assert sickbay_taints(node) == [(footprint.UNHEALTHY, "reset-gpu", "NoSchedule")]
+        assert not node.spec.unschedulable, "a partial drain taints the node; it does not cordon it"
+        evicted = {e.involved_object.name for e in await world.events("SickbayEvicted")}
+        assert evicted == {FAULTY}
+        left = await pods_here(world)
+        assert set(left) == {HEALTHY}
+        assert left[HEALTHY].status.phase == "Running"
+        assert not left[HEALTHY].metadata.deletion_timestamp
+
+
+async def test_without_a_mapping_every_gpu_pod_is_drained_and_the_node_cordoned(tmp_path: Path) -> None:
+    async with open_world(tmp_path) as world:
+        add_workloads(world)
+        await world.post_alert(
+            alertname="GpuDoubleBitEccError", node=NODE, gpu="3", xid="95", sickbay_class="reset-gpu"
+        )
+
+        await eventually(lambda: state_is(world, "remediating"), what="the hand-off after the full drain")
+        node = await world.node(NODE)
+        assert node.metadata.annotations[footprint.REMEDIATION_REQUESTED] == "reset-gpu"
+        assert node.spec.unschedulable
+        evicted = {e.involved_object.name for e in await world.events("SickbayEvicted")}
+        assert evicted == {FAULTY, HEALTHY}
+        assert not await pods_here(world)
