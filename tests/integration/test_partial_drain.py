@@ -72,6 +72,10 @@ async def test_a_gpu_reset_evicts_only_the_faulty_gpus_pod(tmp_path: Path) -> No
         assert left[HEALTHY].status.phase == "Running"
         assert not left[HEALTHY].metadata.deletion_timestamp
 
+        await world.reconcile()  # an uncordoned node Sickbay never cordoned is not "taken back by hand"
+        assert await state_is(world, "remediating")
+        assert set(await pods_here(world)) == {HEALTHY}
+
 
 async def test_without_a_mapping_every_gpu_pod_is_drained_and_the_node_cordoned(tmp_path: Path) -> None:
     async with open_world(tmp_path) as world:
