@@ -7,12 +7,14 @@ label under prometheus-operator). Without that mapping the drain falls back to e
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.decide import footprint
+from app.sim.kubeapi import EvictionFailure
 from tests.integration.remediation_world import World, eventually, open_world
 
 pytestmark = pytest.mark.slow
@@ -91,3 +93,39 @@ async def test_without_a_mapping_every_gpu_pod_is_drained_and_the_node_cordoned(
         evicted = {e.involved_object.name for e in await world.events("SickbayEvicted")}
         assert evicted == {FAULTY, HEALTHY}
         assert not await pods_here(world)
+
+
+async def test_a_retried_partial_drain_moves_the_same_pod_and_keeps_the_healthy_one(tmp_path: Path) -> None:
+    async with open_world(tmp_path) as world:
+        add_workloads(world)
+        # A webhook denies the faulty pod's eviction: the partial drain ends drain-failed.
+        world.sim.fail_evictions(EvictionFailure("training", FAULTY, code=400))
+        await world.post_alert(
+            alertname="GpuDoubleBitEccError",
+            node=NODE,
+            gpu="3",
+            xid="95",
+            sickbay_class="reset-gpu",
+            exported_namespace="training",
+            exported_pod=FAULTY,
+        )
+        await eventually(lambda: state_is(world, "drain-failed"), what="drain-failed")
+
+        async def drain_over() -> bool:  # its last step: the hand-off it did not make, journaled
+            outcomes = await world.services.journal.outcomes()  # type: ignore[union-attr]
+            return any(o["kind"] == "request-remediation" and o["status"] == "blocked" for o in outcomes)
+
+        await eventually(drain_over, what="the failed drain's end")
+        node = await world.node(NODE)
+        assert node.metadata.annotations[footprint.DRAIN_PODS] == f"training/{FAULTY}"
+        assert "1 of 1 pod(s) still on the node" in node.metadata.annotations[footprint.DRAIN_FAILED]
+
+        # The webhook is fixed and the retry is due: the retry moves the faulty pod only.
+        world.sim.fail_evictions()
+        world.clock.advance(timedelta(minutes=11))
+        await world.reconcile()
+        await eventually(lambda: state_is(world, "remediating"), what="the hand-off after the retry")
+        assert set(await pods_here(world)) == {HEALTHY}
+        evicted = {e.involved_object.name for e in await world.events("SickbayEvicted")}
+        assert evicted == {FAULTY}
+        assert not (await world.node(NODE)).spec.unschedulable
