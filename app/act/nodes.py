@@ -94,7 +94,7 @@ class NodeWriter:
                     ),
                     node,
                 )
-            if not footprint.needs_quarantine(node, cls):
+            if not footprint.needs_quarantine(node, cls, cordon=cordon):
                 return WriteResult(
                     self._recorder.outcome(action, OutcomeStatus.SKIPPED, "already quarantined by Sickbay"),
                     node,

@@ -95,12 +95,24 @@ def quarantined_class(node: NodeState) -> FaultClass | None:
     return None
 
 
-def needs_quarantine(node: NodeState, fault_class: FaultClass) -> bool:
-    """False when the node already carries our quarantine for this class or a graver one."""
+def needs_quarantine(node: NodeState, fault_class: FaultClass, *, cordon: bool = False) -> bool:
+    """False when the node already carries our quarantine for this class or a graver one; a quarantine
+    that wants the cordon (`cordon`) is still needed where a partial drain left the node uncordoned."""
     current = quarantined_class(node)
     if current is None:
         return True
+    if cordon and current is fault_class and partially_drained(node):
+        return True
     return _SEVERITY.get(fault_class, 0) > _SEVERITY.get(current, 0)
+
+
+def partially_drained(node: NodeState) -> bool:
+    """Quarantined for a GPU reset whose drain kept the node's other work: tainted, never cordoned by us."""
+    return (
+        quarantined_class(node) is FaultClass.RESET_GPU
+        and "cordon" not in added(node)
+        and not node.unschedulable
+    )
 
 
 def quarantine_patch(

@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.config import rules
-from app.decide import attribution, evictions
+from app.decide import attribution, evictions, footprint
 from app.decide.situation import Situation
-from app.domain import Fault, PodRef, PodState
+from app.domain import Fault, NodeState, PodRef, PodState
 
 # GPU Feature Discovery's node labels for a shared GPU (NVIDIA k8s-device-plugin, docs/gpu-feature-discovery:
 # `nvidia.com/gpu.replicas` is the physical count times the replicas when a sharing strategy is on;
@@ -96,6 +96,9 @@ def _no_partial(fault: Fault, situation: Situation, policy: rules.DrainPolicy) -
         return "the cluster was not read, so no pod on the GPU can be confirmed"
     if signal.gpu is None:
         return "the signal names no GPU index"
+    if footprint.partially_drained(node) and not resetting(node, signal.gpu):
+        held = footprint.fault_of(node).get("gpu")
+        return f"GPU {held} of the node is already held for a reset, so its other GPUs are not all healthy"
     shared = _shared(situation)
     if shared:
         return shared
@@ -103,6 +106,13 @@ def _no_partial(fault: Fault, situation: Situation, policy: rules.DrainPolicy) -
     if found.pod is None:
         return f"no reliable GPU→pod mapping: {found.how}"
     return found.pod, found.how
+
+
+def resetting(node: NodeState, gpu: int | None) -> bool:
+    """The node is under a partial drain for this very GPU's reset (a repeat of its fault)."""
+    return (
+        footprint.partially_drained(node) and gpu is not None and footprint.fault_of(node).get("gpu") == gpu
+    )
 
 
 def _shared(situation: Situation) -> str:

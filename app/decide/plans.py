@@ -172,7 +172,13 @@ def _hardware(
         )
     cls = fault.fault_class
     remediation = handoffs.remediation_for(cls, policy)
-    if situation.node is not None and not footprint.needs_quarantine(situation.node, cls):
+    chosen = partial.choose(fault, situation, policy.drain)
+    # A node under a partial drain is widened to a full one when another of its GPUs faults (`partial`);
+    # the same GPU again is the reset already under way.
+    again = situation.node is not None and partial.resetting(situation.node, fault.signal.gpu)
+    if situation.node is not None and not footprint.needs_quarantine(
+        situation.node, cls, cordon=not (chosen.partial or again)
+    ):
         current = footprint.quarantined_class(situation.node)
         return Plan.record_only(
             fault,
@@ -180,7 +186,6 @@ def _hardware(
             f"{node} is already quarantined for {current.value if current else '?'}",
             workload=workload,
         )
-    chosen = partial.choose(fault, situation, policy.drain)
     actions = [
         Action(
             kind=ActionKind.QUARANTINE,

@@ -129,3 +129,24 @@ async def test_a_retried_partial_drain_moves_the_same_pod_and_keeps_the_healthy_
         evicted = {e.involved_object.name for e in await world.events("SickbayEvicted")}
         assert evicted == {FAULTY}
         assert not (await world.node(NODE)).spec.unschedulable
+
+
+async def test_a_second_gpu_faulting_widens_the_drain_to_the_whole_node(tmp_path: Path) -> None:
+    async with open_world(tmp_path) as world:
+        add_workloads(world)
+        dbe = {"alertname": "GpuDoubleBitEccError", "node": NODE, "xid": "95", "sickbay_class": "reset-gpu"}
+        where = {"exported_namespace": "training"}
+        await world.post_alert(**dbe, **where, gpu="3", exported_pod=FAULTY, fingerprint="dbe-gpu-3")
+        await eventually(lambda: state_is(world, "remediating"), what="the partial drain's hand-off")
+        assert set(await pods_here(world)) == {HEALTHY}
+
+        await world.post_alert(**dbe, **where, gpu="5", exported_pod=HEALTHY, fingerprint="dbe-gpu-5")
+
+        async def cordoned() -> bool:
+            return bool((await world.node(NODE)).spec.unschedulable)
+
+        await eventually(cordoned, what="the node cordoned once a second GPU faulted")
+        await eventually(lambda: state_is(world, "remediating"), what="the whole-node drain's hand-off")
+        assert not await pods_here(world)
+        node = await world.node(NODE)
+        assert footprint.DRAIN_PODS not in (node.metadata.annotations or {})

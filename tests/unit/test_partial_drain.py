@@ -11,7 +11,7 @@ import pytest
 
 from app.config import rules
 from app.config.settings import RULES_DIR
-from app.decide import partial, plans
+from app.decide import footprint, partial, plans
 from app.decide.situation import Situation
 from app.domain import (
     ActionKind,
@@ -26,6 +26,7 @@ from app.domain import (
     Signal,
     SignalSource,
     SignalStatus,
+    Taint,
 )
 
 NOW = datetime.now(UTC)
@@ -308,3 +309,58 @@ def test_a_fallback_plan_cordons_drains_every_gpu_pod_and_says_why() -> None:
     assert evicted == GPU_PODS
     assert "partial drain not possible" in plan.summary
     assert "unknown" in plan.summary
+
+
+def _held_for_gpu_3() -> Situation:
+    """A node already held for GPU 3's reset under a partial drain: tainted, not cordoned."""
+    node = NodeState(
+        name=NODE,
+        taints=(Taint(footprint.UNHEALTHY, "reset-gpu", "NoSchedule"),),
+        labels=((footprint.STATE, "remediating"),),
+        annotations=(
+            (footprint.ADDED, "taint"),
+            (footprint.OWNED_BY, "sickbay-0"),
+            (footprint.FAULT, '{"class":"reset-gpu","gpu":3}'),
+            (footprint.DRAIN_PODS, "train/faulty"),
+        ),
+        gpu_capacity=8,
+        gpu_allocatable=8,
+    )
+    return Situation(node=node, pods_on_node=(HEALTHY, PEER, CPU_ONLY, AGENT))
+
+
+def test_a_second_gpu_faulting_widens_the_partial_drain_to_every_gpu_pod_and_cordons() -> None:
+    plan = _plan(_fault(gpu=5, pod=HEALTHY.ref), _held_for_gpu_3())
+    quarantine = next(a for a in plan.actions if a.kind is ActionKind.QUARANTINE)
+    assert quarantine.params_as(QuarantineParams).cordon is True
+    evicted = {a.pod.name for a in plan.actions if a.kind is ActionKind.EVICT_POD and a.pod}
+    assert evicted == {"healthy", "peer"}
+    assert "GPU 3 of the node is already held for a reset" in plan.summary
+
+
+def test_the_same_gpu_again_is_the_same_reset() -> None:
+    plan = _plan(_fault(gpu=3), _held_for_gpu_3())
+    assert not [a for a in plan.actions if a.kind in (ActionKind.QUARANTINE, ActionKind.EVICT_POD)]
+    assert "already quarantined" in plan.summary
+
+
+def test_the_widening_patch_adds_the_cordon_and_keeps_the_quarantines_start() -> None:
+    node = _held_for_gpu_3().node
+    assert node is not None
+    assert footprint.needs_quarantine(node, FaultClass.RESET_GPU, cordon=True)
+    assert not footprint.needs_quarantine(node, FaultClass.RESET_GPU)
+    patch = footprint.quarantine_patch(node, _fault(gpu=5), now=NOW, identity="sickbay-0", cordon=True)
+    assert patch.unschedulable is True
+    assert dict(patch.annotations)[footprint.ADDED] == "cordon,taint"
+
+
+def test_a_drain_start_keeps_a_partial_drains_pods_and_a_whole_node_drain_clears_them() -> None:
+    node = _held_for_gpu_3().node
+    assert node is not None
+    assert footprint.drain_pods(node) == [PodRef("train", "faulty")]
+    kept = footprint.drain_start_patch(node, now=NOW, only=[FAULTY.ref, PEER.ref])
+    assert dict(kept.annotations)[footprint.DRAIN_PODS] == "train/faulty,train/peer"
+    whole = footprint.drain_start_patch(node, now=NOW)
+    assert dict(whole.annotations)[footprint.DRAIN_PODS] == ""  # removed
+    garbled = NodeState(name=NODE, annotations=((footprint.DRAIN_PODS, "no-slash"),))
+    assert footprint.drain_pods(garbled) is None  # drain the whole node rather than guess
