@@ -120,6 +120,8 @@ class Executor:
                 pods=pods,
                 fault_id=fault_id,
                 remediation=remediation.params_as(RemediationParams) if remediation else None,
+                # No cordon: a partial drain (`decide.partial`), whose other pods stay on the node.
+                partial=pods is not None and not quarantine.params_as(QuarantineParams).cordon,
             )
         outcomes += await asyncio.gather(*(self._restarter.restart(a, fault_id=fault_id) for a in workload))
         return outcomes

@@ -70,12 +70,16 @@ class HandOff:
         pods: list[PodRef] | None = None,
         fault_id: int | None = None,
         remediation: RemediationParams | None = None,
+        partial: bool = False,
     ) -> asyncio.Task[drains.DrainResult]:
         """Drain `node` in the background (the listed pods, or all its drainable pods), then hand it to the
-        remediator decide chose (`remediation`, if any) if the drain emptied it, else mark it `drain-failed`."""
+        remediator decide chose (`remediation`, if any) if the drain emptied it, else mark it `drain-failed`.
+
+        `partial`: the listed pods are all the drain may move (the node's other work stays); they are kept
+        on the node (`footprint.DRAIN_PODS`), so a resumed or retried drain moves the same pods."""
 
         async def first() -> NodeState | None:
-            return await self._nodes.begin_drain(node, fault_class)
+            return await self._nodes.begin_drain(node, fault_class, only=pods if partial else None)
 
         async def then(result: drains.DrainResult) -> None:
             await self._after(result, fault_class, reason=reason, fault_id=fault_id, remediation=remediation)

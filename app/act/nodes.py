@@ -29,6 +29,7 @@ from app.domain import (
     NodeState,
     Outcome,
     OutcomeStatus,
+    PodRef,
     QuarantineParams,
     RemediationState,
 )
@@ -93,7 +94,7 @@ class NodeWriter:
                     ),
                     node,
                 )
-            if not footprint.needs_quarantine(node, cls):
+            if not footprint.needs_quarantine(node, cls, cordon=cordon):
                 return WriteResult(
                     self._recorder.outcome(action, OutcomeStatus.SKIPPED, "already quarantined by Sickbay"),
                     node,
@@ -222,14 +223,17 @@ class NodeWriter:
 
         return await conflicts.retry_on_conflict(attempt, what=f"node {name}", gave_up=lambda: None)
 
-    async def begin_drain(self, name: str, fault_class: FaultClass) -> NodeState | None:
+    async def begin_drain(
+        self, name: str, fault_class: FaultClass, *, only: list[PodRef] | None = None
+    ) -> NodeState | None:
         """Mark an owned node `draining` with when its drain started (kept when a drain is resumed: the
-        node returned carries it, for the deadline); a node coming out of `drain-failed` gets its class back
-        as the GpuHealthy reason (the drain-failed marks go with the label, see `footprint.state_patch`)."""
+        node returned carries it, for the deadline) and, for a partial drain, the pods it covers (`only`);
+        a node coming out of `drain-failed` gets its class back as the GpuHealthy reason (the drain-failed
+        marks go with the label, see `footprint.state_patch`)."""
         node = await self._write_state(
             name,
             RemediationState.DRAINING,
-            lambda read: footprint.drain_start_patch(read, now=self._clock()),
+            lambda read: footprint.drain_start_patch(read, now=self._clock(), only=only),
         )
         current = node.condition(footprint.CONDITION) if node is not None else None
         if node is not None and current is not None and current.reason == footprint.DRAIN_FAILED_REASON:

@@ -122,7 +122,7 @@ class Reconciler:
                 await self._release(node, now=now)
             case reconciling.Step.RESUME_DRAIN if cls is not None:
                 log.info("reconcile: resuming the drain of %s", node.name)
-                self._start_drain(node.name, cls, how="resumed", remediation=step.remediation)
+                self._start_drain(node, cls, how="resumed", remediation=step.remediation)
             case reconciling.Step.DRAIN_AGAIN if cls is not None:
                 await self._drain_again(node, cls, now=now, remediation=step.remediation)
             case reconciling.Step.FOLLOW_REMEDIATION:
@@ -134,10 +134,18 @@ class Reconciler:
                 pass
 
     def _start_drain(
-        self, name: str, fault_class: FaultClass, *, how: str, remediation: RemediationParams | None
+        self, node: NodeState, fault_class: FaultClass, *, how: str, remediation: RemediationParams | None
     ) -> None:
         reason = f"{fault_class.value}: drain {how} by reconciliation"
-        self._handoff.start(name, fault_class, reason=reason, remediation=remediation)
+        only = footprint.drain_pods(node)  # a partial drain moves the pods it started with, no others
+        self._handoff.start(
+            node.name,
+            fault_class,
+            reason=reason,
+            remediation=remediation,
+            pods=only,
+            partial=only is not None,
+        )
 
     async def _drain_again(
         self,
@@ -152,7 +160,7 @@ class Reconciler:
         match decision:
             case reconciling.DrainAgain(how=how, why=why):
                 log.info("reconcile: %s: %s", node.name, why)
-                self._start_drain(node.name, fault_class, how=how, remediation=remediation)
+                self._start_drain(node, fault_class, how=how, remediation=remediation)
             case reconciling.Wait(why=why):
                 log.debug("reconcile: %s: %s", node.name, why)
 

@@ -26,11 +26,13 @@ from pydantic import (
 
 from app import backoff, domain
 from app.config import errors
+from app.config.drain_policy import DrainMode, DrainPolicy, HardwareClass
 from app.config.durations import Duration
 from app.config.verification import VerificationPolicy
 
 DependsRule = Literal["dbe-remap", "follows-others", "per-link", "recovery-action"]
 Concrete = Literal["ignore", "restart-workload", "reset-gpu", "reboot-node", "replace", "transient"]
+__all__ = ["DrainMode", "DrainPolicy", "HardwareClass"]  # their home is `drain_policy`; read as rules.X
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -189,9 +191,6 @@ class EscalationPolicy(_Frozen):
     escalate_to: Literal["reset-gpu", "reboot-node", "replace"] = "reset-gpu"
 
 
-HardwareClass = Literal["reset-gpu", "reboot-node", "replace"]
-
-
 class TransientPolicy(_Frozen):
     """Soft and unknown signals: never a restart. Re-checked with the retry backoff while they fire; made
     visible on the node (condition and Event) when they last or repeat; hardware only when said here."""
@@ -226,17 +225,6 @@ class WorkloadPolicy(_Frozen):
 
     def policy_for(self, group_kind: str) -> GroupPolicy:
         return self.group_policy.get(group_kind, self.default_policy)
-
-
-class DrainPolicy(_Frozen):
-    # Which resources make a pod a GPU pod is a client setting (`kube.gpu_resources`), shared with explain.
-    gpu_pods_only: bool = True
-    excluded_namespaces: tuple[str, ...] = ("kube-system",)
-    deadline: Duration = timedelta(minutes=10)
-    on_deadline: Literal["leave", "delete"] = "leave"
-    # A node left `drain-failed` is drained again this long after the last try (null: never by itself;
-    # it waits for a human, or for its pods to leave).
-    retry_after: Duration | None = timedelta(minutes=10)
 
 
 class BudgetPolicy(_Frozen):

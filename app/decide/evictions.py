@@ -9,13 +9,15 @@ from app.config import rules
 from app.domain import PodState
 
 
-def drainable(pod: PodState, policy: rules.DrainPolicy) -> bool:
-    """GPU pods that an eviction should move: never DaemonSet or mirror pods, nor finished ones."""
+def drainable(pod: PodState, policy: rules.DrainPolicy, mode: rules.DrainMode | None = None) -> bool:
+    """Pods that an eviction should move: never DaemonSet or mirror pods, nor finished ones; GPU pods only
+    unless the drain mode is `all` (without a mode, as `gpu_pods_only` says)."""
     if pod.is_daemonset or pod.is_mirror or pod.terminal:
         return False
     if pod.namespace in policy.excluded_namespaces:
         return False
-    return pod.gpu_request > 0 or not policy.gpu_pods_only
+    every_pod = mode == "all" if mode is not None else not policy.gpu_pods_only
+    return pod.gpu_request > 0 or every_pod
 
 
 def running_workload(pod: PodState) -> bool:

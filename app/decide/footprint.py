@@ -8,6 +8,7 @@ so release never removes what an operator set (their own cordon, their own taint
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from app.domain import (
@@ -16,6 +17,7 @@ from app.domain import (
     FaultClass,
     NodePatch,
     NodeState,
+    PodRef,
     RemediationState,
     RiskLevel,
     Taint,
@@ -65,6 +67,10 @@ VERIFICATION_MARKS = (
     VERIFIED,
     VERIFICATION_GAVE_UP,
 )
+# The pods a partial drain covers ("ns/name,ns/name"): written when it starts, so a drain resumed by a new
+# leader or retried after `drain-failed` moves those pods, not every GPU pod; absent for a whole-node drain.
+# Removed by a whole-node drain (a graver fault) and on release.
+DRAIN_PODS = "sickbay.io/drain-pods"
 MANAGED = "sickbay.io/managed"
 CONDITION = "GpuHealthy"
 # A lasting soft (transient) signal; the type is a policy setting (`transient.condition`), this its default.
@@ -84,6 +90,7 @@ OUR_ANNOTATIONS = (
     HEALTHY_SINCE,
     DRAINING_SINCE,
     *VERIFICATION_MARKS,
+    DRAIN_PODS,
 )
 _DRAIN_FAILED_MARKS = (DRAIN_FAILED, DRAIN_FAILED_AT)
 _SEVERITY = {
@@ -104,12 +111,24 @@ def quarantined_class(node: NodeState) -> FaultClass | None:
     return None
 
 
-def needs_quarantine(node: NodeState, fault_class: FaultClass) -> bool:
-    """False when the node already carries our quarantine for this class or a graver one."""
+def needs_quarantine(node: NodeState, fault_class: FaultClass, *, cordon: bool = False) -> bool:
+    """False when the node already carries our quarantine for this class or a graver one; a quarantine
+    that wants the cordon (`cordon`) is still needed where a partial drain left the node uncordoned."""
     current = quarantined_class(node)
     if current is None:
         return True
+    if cordon and current is fault_class and partially_drained(node):
+        return True
     return _SEVERITY.get(fault_class, 0) > _SEVERITY.get(current, 0)
+
+
+def partially_drained(node: NodeState) -> bool:
+    """Quarantined for a GPU reset whose drain kept the node's other work: tainted, never cordoned by us."""
+    return (
+        quarantined_class(node) is FaultClass.RESET_GPU
+        and "cordon" not in added(node)
+        and not node.unschedulable
+    )
 
 
 def quarantine_patch(
@@ -172,11 +191,28 @@ def state_patch(node: NodeState, state: RemediationState, **annotations: str) ->
     )
 
 
-def drain_start_patch(node: NodeState, *, now: datetime) -> NodePatch:
+def drain_start_patch(node: NodeState, *, now: datetime, only: Sequence[PodRef] | None = None) -> NodePatch:
     """Mark the node `draining` with when its drain started: the start already on it when a drain is
-    resumed (a new leader, a lost task), so its deadline stays the one first set; else (or unreadable) now."""
+    resumed (a new leader, a lost task), so its deadline stays the one first set; else (or unreadable) now.
+    `only`: the pods a partial drain covers (kept on the node, `DRAIN_PODS`); None: a whole-node drain."""
     since = time_of(node, DRAINING_SINCE) or now
-    return state_patch(node, RemediationState.DRAINING, draining_since=since.isoformat())
+    covered = ",".join(f"{p.namespace}/{p.name}" for p in only) if only is not None else ""
+    extra = {"drain_pods": covered} if covered or node.annotation(DRAIN_PODS) is not None else {}
+    return state_patch(node, RemediationState.DRAINING, draining_since=since.isoformat(), **extra)
+
+
+def drain_pods(node: NodeState) -> list[PodRef] | None:
+    """The pods the node's partial drain covers, or None for a whole-node drain (or a garbled mark)."""
+    raw = node.annotation(DRAIN_PODS)
+    if not raw:
+        return None
+    pods = []
+    for item in raw.split(","):
+        namespace, _, name = item.strip().partition("/")
+        if not namespace or not name:
+            return None  # garbled: drain the whole node rather than guess
+        pods.append(PodRef(namespace=namespace, name=name))
+    return pods
 
 
 def release_patch(node: NodeState) -> NodePatch:

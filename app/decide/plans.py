@@ -17,11 +17,11 @@ from datetime import datetime
 from app.config import rules
 from app.decide import (
     attribution,
-    evictions,
     footprint,
     gates,
     groups,
     handoffs,
+    partial,
     proactive,
     restart_policy,
     soft,
@@ -172,7 +172,13 @@ def _hardware(
         )
     cls = fault.fault_class
     remediation = handoffs.remediation_for(cls, policy)
-    if situation.node is not None and not footprint.needs_quarantine(situation.node, cls):
+    chosen = partial.choose(fault, situation, policy.drain)
+    # A node under a partial drain is widened to a full one when another of its GPUs faults (`partial`);
+    # the same GPU again is the reset already under way.
+    again = situation.node is not None and partial.resetting(situation.node, fault.signal.gpu)
+    if situation.node is not None and not footprint.needs_quarantine(
+        situation.node, cls, cordon=not (chosen.partial or again)
+    ):
         current = footprint.quarantined_class(situation.node)
         return Plan.record_only(
             fault,
@@ -186,10 +192,12 @@ def _hardware(
             track=Track.HARDWARE,
             node=node,
             reason=fault.reason,
-            params=QuarantineParams(cls),
+            # A partial drain keeps the node's healthy work running: the NoSchedule taint keeps new work
+            # off while the reset is pending, and no cordon marks the node as emptied.
+            params=QuarantineParams(cls, cordon=not chosen.partial),
         )
     ]
-    actions += _workload_track(fault, policy=policy, situation=situation)
+    actions += _workload_track(fault, policy=policy, situation=situation, chosen=chosen)
     actions.append(
         Action(
             kind=ActionKind.REQUEST_REMEDIATION,
@@ -204,16 +212,19 @@ def _hardware(
     gang = sum(1 for a in actions if a.kind is ActionKind.RESTART_GANG)
     drain = f"evict {evictions} GPU pod(s)" if situation.node is not None else "drain GPU pods"
     gang_text = f", restart {gang} gang pod(s) elsewhere" if gang else ""
+    how = f" ({chosen.why})" if situation.node is not None else ""
     return Plan(
         fault=fault,
         decided_at=now,
-        summary=f"quarantine {node}, {drain}{gang_text}, request {cls.value}; {release}",
+        summary=f"quarantine {node}, {drain}{gang_text}, request {cls.value}; {release}{how}",
         actions=tuple(actions),
         workload=workload,
     )
 
 
-def _workload_track(fault: Fault, *, policy: rules.Policy, situation: Situation) -> list[Action]:
+def _workload_track(
+    fault: Fault, *, policy: rules.Policy, situation: Situation, chosen: partial.EvictionSet
+) -> list[Action]:
     node = fault.node
     if situation.node is None:
         return [
@@ -223,9 +234,7 @@ def _workload_track(fault: Fault, *, policy: rules.Policy, situation: Situation)
         ]
     actions: list[Action] = []
     restarted: set[str] = set()
-    for pod in situation.pods_on_node:
-        if not evictions.drainable(pod, policy.drain):
-            continue
+    for pod in chosen.evict:
         group = groups.group_of(pod, policy.workloads)
         mode = policy.workloads.policy_for(group.kind) if group else policy.workloads.default_policy
         if mode == "leave-to-controller":

@@ -236,7 +236,11 @@ def drain_again(
         return DrainAgain(
             how="retried", why=f"retrying the drain ({node.annotation(footprint.DRAIN_FAILED)})"
         )
-    if not any(evictions.drainable(p, policy) for p in pods):
+    only = footprint.drain_pods(node)  # a partial drain waits for its own pods only
+    covered = {(p.namespace, p.name) for p in only} if only is not None else None
+    if not any(
+        evictions.drainable(p, policy) and (covered is None or (p.namespace, p.name) in covered) for p in pods
+    ):
         return DrainAgain(how="finished", why="no pods left to drain; handing it off")
     last = footprint.time_of(node, footprint.DRAIN_FAILED_AT)
     until = last + policy.retry_after if last is not None and policy.retry_after is not None else None

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from app.config import rules
 from app.decide import gates, restart_policy
-from app.domain import Fault, FaultClass, NodeState, PastFault, PodState
+from app.domain import Fault, FaultClass, NodeState, PastFault, PodRef, PodState
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +67,9 @@ class Situation:
     shadow: str | None = None
     # For a resolved transient signal: fingerprints of the soft alerts still firing on the node.
     soft_firing: tuple[str, ...] = ()
+    # Confirmed GPU index → pod facts on the node beyond the signal's own (a partial drain with
+    # `drain.peers` needs the holders of the faulty GPU's NVLink peers); empty: none known.
+    gpu_holders: tuple[tuple[int, PodRef], ...] = ()
 
     @classmethod
     def unknown(cls, history: tuple[PastFault, ...] = ()) -> Situation:

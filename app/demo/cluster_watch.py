@@ -68,6 +68,9 @@ def mark_effects(scenes: Iterable[Scene], t: float, name: str, before: NodeView,
             continue
         if scene.effect_kind == "unschedulable" and now.unschedulable and not before.unschedulable:
             scene.effect, scene.effect_text = t, f"unschedulable, taint {now.taint}"
+        elif scene.effect_kind == "unschedulable" and now.taint and not before.taint:
+            # A reset-gpu quarantine that drains partially taints without cordoning (`decide.partial`).
+            scene.effect, scene.effect_text = t, f"taint {now.taint}, not cordoned (partial drain)"
         elif scene.effect_kind == "tainted" and now.taint and not before.taint:
             scene.effect, scene.effect_text = t, f"taint {now.taint}, schedulable={not now.unschedulable}"
         elif scene.effect_kind == "released" and before.taint and not now.taint:

@@ -22,6 +22,9 @@
 6. The remediator reports the XID 79 node done (rebooted, GPU back): its alerts resolve, Sickbay runs
    the DCGM verification Job on it, which fails once (`verifying`), runs a second that passes, and
    releases it after the healthy delay. The driver node gets its pool's driver back and is released too.
+   Then an uncontained ECC error (XID 95, `reset-gpu`) on one GPU of a node running two workloads: a
+   partial drain (`partial_drain`) evicts the faulty GPU's pod only; the other keeps running, the node is
+   tainted, not cordoned.
 7. A storm: four nodes fault at once. The blast-radius budget allows a few quarantines; past it the
    breaker opens and the rest are recorded, not acted on.
 """
@@ -32,7 +35,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from app.demo import forecasting, prediction, verifying
+from app.demo import forecasting, partial_drain, prediction, verifying
 from app.demo.casting import CastingError, cast
 from app.demo.configs import USER_ALERT
 from app.demo.scenes import HBM_LEAD_S, STORM_FAULTS, add_scenes
@@ -69,6 +72,11 @@ class Scenario:
         self.scenes = add_scenes(
             recorder, self.cast, budget_nodes=budget_nodes, risk=risk, sim_time_s=stack.fleet.time_s
         )
+        c = self.cast
+        taken = [c.gang_node, c.hbm_node, c.app_node, c.driver_node, c.soft_node, c.risk_node]
+        taken += [n for n, _ in c.storm] + ([risk.node] if risk is not None else [])
+        self.partial = partial_drain.cast_partial(stack, avoid={n for n in taken if n is not None})
+        self.partial_scene = partial_drain.add_scene(recorder, self.partial) if self.partial else None
 
     async def run(self) -> None:
         try:
@@ -167,6 +175,10 @@ class Scenario:
             version=default,
         )
         await rec.wait([self.scenes.release, self.scenes.driver_back], within_s=45)
+
+        # 6b: a GPU reset drains only the faulty GPU's pod; the node's healthy workload keeps running
+        if self.partial is not None and self.partial_scene is not None:
+            await partial_drain.play(stack, rec, self.partial_scene, self.partial)
 
         # 2 finishes: the double-bit error
         await rec.wait([self.scenes.hbm], within_s=HBM_LEAD_S + 20)
