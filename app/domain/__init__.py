@@ -5,7 +5,7 @@ Everything here is a frozen dataclass or an enum built from the standard library
 package may import another `app` module or a third-party package. Import the names from `app.domain`; the
 modules say where each lives: `faults` (what is observed and what it means), `cluster` (nodes and pods as
 decide sees them), `actions` (what is decided and what came of it),
-`identity` (who a caller is, as the API server vouches).
+`identity` (who a caller is, as the API server vouches), `queueing` (Kueue's Workload).
 """
 
 from app.domain.actions import (
@@ -23,6 +23,7 @@ from app.domain.actions import (
     RecheckParams,
     RemediationParams,
     RemediatorKind,
+    RequeueParams,
     RestartParams,
     Track,
 )
@@ -52,10 +53,13 @@ from app.domain.faults import (
     lookup,
 )
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
+from app.domain.queueing import JOB_UID_LABEL, QUEUE_NAME_LABEL, WorkloadState
 
 __all__ = [
     "HARDWARE_CLASSES",
+    "JOB_UID_LABEL",
     "PARAMS",
+    "QUEUE_NAME_LABEL",
     "AccessRequest",
     "AccessReview",
     "Action",
@@ -83,6 +87,7 @@ __all__ = [
     "RemediationParams",
     "RemediationState",
     "RemediatorKind",
+    "RequeueParams",
     "RestartParams",
     "Risk",
     "RiskLevel",
@@ -93,6 +98,7 @@ __all__ = [
     "TokenReview",
     "Track",
     "UserInfo",
+    "WorkloadState",
     "freeze_mapping",
     "lookup",
 ]

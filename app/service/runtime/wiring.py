@@ -23,6 +23,7 @@ from app.act.nodes import NodeWriter
 from app.act.reconcile import Reconciler
 from app.act.recorder import Recorder
 from app.act.remediate import Remediators
+from app.act.requeue import Requeuer
 from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
 from app.act.workload import Restarter
@@ -238,6 +239,9 @@ async def _actuators(
         journal=journal,
         paused=lambda: services.settings.pause,
         clock=clock,
+        requeuer=Requeuer(queue=kube, recorder=recorder, journal=journal, dry_run=dry_run)
+        if isinstance(kube, port.QueuePort)
+        else None,
     )
 
     async def emit(signal: Signal) -> None:
