@@ -15,7 +15,7 @@ import contextlib
 import copy
 from typing import Any
 
-from app.sim.kubeapi import controllers, deletion, errors, microtime, strategies
+from app.sim.kubeapi import controllers, deletion, errors, kueue, microtime, strategies
 from app.sim.kubeapi.bodies import check_names, decoded, default_for_create, typed_body
 from app.sim.kubeapi.patches import apply_json_patch, apply_merge_patch
 from app.sim.kubeapi.patchmeta import rules_for
@@ -49,6 +49,7 @@ class Registry:
         self.disruption = controllers.DisruptionController(
             store, sync_delay_s=disruption_sync_s, schedule=schedule
         )
+        self.kueue = kueue.KueueController(store, delete_pod=self.delete, schedule=schedule)
 
     @property
     def _kubelet(self) -> bool:
@@ -121,6 +122,8 @@ class Registry:
             raise errors.already_exists(rt, meta["name"])
         stored = self.store.put(rt, obj)
         self.disruption.sync_now(rt, meta.get("namespace", ""))
+        if rt.key() == kueue.WORKLOADS.key():  # a seeded Workload is admitted before anyone looks
+            self.kueue.sync(meta.get("namespace", ""))
         return stored
 
     # -- update and patch ----------------------------------------------------------------------------------
@@ -269,3 +272,4 @@ class Registry:
 
     def _after_write(self, rt: ResourceType, namespace: str) -> None:
         self.disruption.observe(rt, namespace)
+        self.kueue.observe(rt, namespace)
