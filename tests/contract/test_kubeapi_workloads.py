@@ -85,7 +85,8 @@ async def test_a_workload_is_found_by_its_job_uid_and_admitted(
     await eventually(lambda: admitted(kube, namespace, name))
     (found,) = await kube.list_workloads(namespace, job_uid=job_uid)
     assert (found.name, found.active, found.queue_name) == (name, True, QUEUE or "team-a")
-    assert found.uid and found.resource_version
+    assert found.uid
+    assert found.resource_version
 
 
 async def test_deactivation_evicts_then_releases_quota_and_reactivation_requeues(
@@ -120,17 +121,20 @@ async def test_deactivation_evicts_then_releases_quota_and_reactivation_requeues
     if not cluster.real:  # the simulated job integration stopped the job: its pod is gone
         assert [p.name for p in await kube.list_pods(namespace=namespace)] == []
     evicted = (await kube.get_workload(namespace, name)).condition("Evicted")
-    assert evicted is not None and evicted.reason == "Deactivated"
+    assert evicted is not None
+    assert evicted.reason == "Deactivated"
 
     wl = await kube.get_workload(namespace, name)
     wl = await kube.set_workload_active(wl, active=True, requeued_from=None)
     assert (wl.active, wl.requeued_from) == (True, "")
     await eventually(lambda: admitted(kube, namespace, name))
     requeued = (await kube.get_workload(namespace, name)).condition("Requeued")
-    assert requeued is not None and (requeued.status, requeued.reason) == ("True", "Reactivated")
+    assert requeued is not None
+    assert (requeued.status, requeued.reason) == ("True", "Reactivated")
     if not cluster.real:  # recreated under a new name, on the node without the taint
         (again,) = await kube.list_pods(namespace=namespace)
-        assert again.name != pod["metadata"]["name"] and again.node == healthy
+        assert again.name != pod["metadata"]["name"]
+        assert again.node == healthy
 
 
 async def test_a_stale_write_conflicts(
