@@ -13,8 +13,8 @@ workload_controller.go and pkg/controller/jobframework/reconciler.go):
   integration releases it").
 - `spec.active: true` again: `Requeued` True with reason `Reactivated` (kueue PR #2063), `Evicted` False,
   then admitted again and the job's pods recreated, each under a new name and UID, on a Ready node that
-  is schedulable and carries no NoSchedule or NoExecute taint (the kube-scheduler's TaintToleration filter,
-  for pods that tolerate nothing).
+  is schedulable and carries no NoSchedule or NoExecute taint the pod does not tolerate (the
+  kube-scheduler's NodeUnschedulable and TaintToleration filters).
 
 It runs after the write it reacts to (the scheduler of the server, at delay 0), as a controller does,
 or inline on a bare Registry. It writes the store directly, as a controller's status update would.
@@ -34,6 +34,35 @@ JOB_UID = "kueue.x-k8s.io/job-uid"
 # Labels the Job and JobSet controllers put on their pods, naming the owning job's UID.
 POD_JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid", "jobset.sigs.k8s.io/jobset-uid")
 CLUSTER_QUEUE = "cluster-queue"
+QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+
+
+def workload_for(job: JsonObj, *, queue: str, uid: str, now: str) -> JsonObj:
+    """The Workload Kueue's job integration creates for a queued job: named after it, labelled with its UID,
+    owned by it (pkg/controller/jobframework: GetWorkloadNameForOwnerWithGVK, JobUIDLabel)."""
+    meta = job["metadata"]
+    return {
+        "apiVersion": WORKLOADS.api_version,
+        "kind": WORKLOADS.kind,
+        "metadata": {
+            "name": f"{job['kind'].lower()}-{meta['name']}-{uid[:5]}",
+            "namespace": meta["namespace"],
+            "uid": uid,
+            "creationTimestamp": now,
+            "labels": {JOB_UID: meta["uid"]},
+            "ownerReferences": [
+                {
+                    "apiVersion": job["apiVersion"],
+                    "kind": job["kind"],
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {"active": True, "queueName": queue, "podSets": [{"name": "main", "count": 1}]},
+    }
 
 
 class KueueController:
@@ -133,30 +162,30 @@ class KueueController:
             meta["creationTimestamp"] = self.store.now()
             for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
                 meta.pop(key, None)
-            node = self._schedulable_node()
             spec = pod.setdefault("spec", {})
+            node = self._schedulable_node(spec.get("tolerations") or [])
             if node is None:
                 spec.pop("nodeName", None)
                 pod["status"] = {"phase": "Pending"}
             else:
                 spec["nodeName"] = node
-                pod["status"] = {"phase": "Running", "startTime": self.store.now()}
+                pod["status"] = {
+                    **(old.get("status") or {}),
+                    "phase": "Running",
+                    "startTime": self.store.now(),
+                }
             self.store.put(PODS, pod)
 
-    def _schedulable_node(self) -> str | None:
+    def _schedulable_node(self, tolerations: list[JsonObj]) -> str | None:
         for node in self.store.items(NODES):
             spec = node.get("spec") or {}
-            taints = spec.get("taints") or []
-            ready = all(
-                c.get("status") == "True"
-                for c in (node.get("status") or {}).get("conditions") or []
-                if c.get("type") == "Ready"
+            conditions = (node.get("status") or {}).get("conditions") or []
+            ready = all(c.get("status") == "True" for c in conditions if c.get("type") == "Ready")
+            blocked = any(
+                t.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(t, tolerations)
+                for t in spec.get("taints") or []
             )
-            if (
-                ready
-                and not spec.get("unschedulable")
-                and not any(t.get("effect") in ("NoSchedule", "NoExecute") for t in taints)
-            ):
+            if ready and not spec.get("unschedulable") and not blocked:
                 return str(node["metadata"]["name"])
         return None
 
@@ -176,6 +205,18 @@ class KueueController:
         else:
             found.clear()
             found.update(entry)
+
+
+def _tolerated(taint: JsonObj, tolerations: list[JsonObj]) -> bool:
+    """The scheduler's TaintToleration match (k8s.io/api/core/v1 Toleration.ToleratesTaint)."""
+    for t in tolerations:
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists" and (not t.get("key") or t.get("key") == taint.get("key")):
+            return True
+        if t.get("key") == taint.get("key") and t.get("value", "") == taint.get("value", ""):
+            return True
+    return False
 
 
 def _find(conditions: list[JsonObj], kind: str) -> JsonObj | None:
