@@ -21,6 +21,7 @@ from app.sim.kubeapi.resources import (
     PDBS,
     PODS,
     REPLICASETS,
+    WORKLOADS,
     JsonObj,
     Ref,
     ResourceType,
@@ -293,7 +294,7 @@ def expand_jobs(ex: Expansion, specs: Sequence[Any]) -> None:
         )
         queue = labels.get(kueue.QUEUE_NAME)
         if queue:  # a queued Job: Kueue's job integration made its Workload (admitted: see kueue.py)
-            ex.add(kueue.WORKLOADS, kueue.workload_for(job, queue=str(queue), uid=ex.uid(), now=ex.now))
+            ex.add(WORKLOADS, kueue.workload_for(job, queue=str(queue), uid=ex.uid(), now=ex.now))
         for index, node in enumerate(nodes):
             _job_pod(ex, job, node=node, index=index, spec=spec)
 
