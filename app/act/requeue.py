@@ -3,6 +3,9 @@ evicted it and its quota is released, reactivating it (why this and not an evict
 
 Each requeue runs in the background, since Kueue's eviction and the job's pods stopping take as long as
 they take: the plan's outcome says it started, and the requeue's own outcome is journaled when it ends.
+A Workload Sickbay deactivated carries the label `sickbay.io/requeued` until it is reactivated, so each
+reconciliation round (`resume`) carries on with any requeue that no task is moving, such as one a
+previous leader began.
 What to write at each turn is `decide.queueing.next_step`'s answer; this reads, writes, waits and reports.
 It must not decide: a Workload someone else deactivated is left as it is (`not-ours`).
 """
@@ -15,7 +18,16 @@ from collections.abc import Awaitable, Callable
 
 from app.act.recorder import Recorder
 from app.decide import queueing
-from app.domain import Action, Outcome, OutcomeStatus, RequeueParams
+from app.domain import (
+    Action,
+    ActionKind,
+    Outcome,
+    OutcomeStatus,
+    OwnerRef,
+    RequeueParams,
+    Track,
+    WorkloadState,
+)
 from app.kube import errors, port
 from app.store.journal import Journal
 
@@ -43,6 +55,8 @@ class Requeuer:
         self._wait_s = wait_s  # how long Kueue may take to release the quota before Sickbay says so
         self._sleep = sleep
         self._tasks: set[asyncio.Task[None]] = set()
+        self._driving: set[tuple[str, str]] = set()  # Workloads being moved now (namespace, name)
+        self._no_kueue = False  # the cluster serves no Workloads: `resume` stops asking
 
     def start(self, action: Action, *, fault_id: int | None) -> Outcome:
         """Start the requeue in the background; its outcome is journaled under `fault_id` when it ends."""
@@ -50,14 +64,42 @@ class Requeuer:
             return self._recorder.outcome(
                 action, OutcomeStatus.DRY_RUN, "would deactivate the job's Workload, then reactivate it"
             )
-        task = asyncio.create_task(self._journaled(action, fault_id), name=f"requeue-{action.pod}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self.requeue(action), action, fault_id=fault_id)
         return self._recorder.outcome(action, OutcomeStatus.RECORDED, "requeue through Kueue started")
 
-    async def _journaled(self, action: Action, fault_id: int | None) -> None:
+    async def resume(self) -> int:
+        """Carry on with every requeue Sickbay began and did not finish (a leader that stopped between the
+        deactivation and the reactivation): the reconciler calls this each round. Returns how many."""
+        if self._dry_run:
+            return 0
+        if self._no_kueue:
+            return 0
         try:
-            outcome = await self.requeue(action)
+            held = await self._queue.list_requeued_workloads()
+        except errors.NotFoundError:  # the Workload resource is not served: Kueue is not installed
+            self._no_kueue = True
+            log.info("no workloads.kueue.x-k8s.io on this cluster: no Kueue requeues to carry on")
+            return 0
+        except errors.KubeError as exc:
+            log.warning("cannot list the Workloads Sickbay requeues (%s); next round", exc)
+            return 0
+        resumed = 0
+        for workload in held:
+            if (workload.namespace, workload.name) in self._driving:
+                continue
+            action = _resumed_action(workload)
+            self._spawn(self._drive(action, workload), action, fault_id=None)
+            resumed += 1
+        return resumed
+
+    def _spawn(self, work: Awaitable[Outcome], action: Action, *, fault_id: int | None) -> None:
+        task = asyncio.create_task(self._journaled(work, action, fault_id), name=f"requeue-{action.pod}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _journaled(self, work: Awaitable[Outcome], action: Action, fault_id: int | None) -> None:
+        try:
+            outcome = await work
         except Exception as exc:  # reported, never raised into the loop
             log.exception("requeue through Kueue failed")
             outcome = self._recorder.outcome(action, OutcomeStatus.FAILED, str(exc))
@@ -66,7 +108,6 @@ class Requeuer:
     async def requeue(self, action: Action) -> Outcome:
         """Deactivate, wait for Kueue to evict and release, reactivate: the whole requeue, awaited."""
         params = action.params_as(RequeueParams)
-        node = action.node or ""
         try:
             found = await self._queue.list_workloads(params.namespace, job_uid=params.owner.uid)
         except errors.KubeError as exc:
@@ -75,8 +116,22 @@ class Requeuer:
             return self._recorder.outcome(
                 action, OutcomeStatus.SKIPPED, f"no Workload for {params.owner.kind} {params.owner.name}"
             )
-        workload = found[0]
-        deactivated = False
+        return await self._drive(action, found[0])
+
+    async def _drive(self, action: Action, workload: WorkloadState) -> Outcome:
+        key = (workload.namespace, workload.name)
+        if key in self._driving:
+            return self._recorder.outcome(action, OutcomeStatus.SKIPPED, "its requeue is under way")
+        self._driving.add(key)
+        try:
+            return await self._steps(action, workload)
+        finally:
+            self._driving.discard(key)
+
+    async def _steps(self, action: Action, workload: WorkloadState) -> Outcome:
+        params = action.params_as(RequeueParams)
+        node = action.node or workload.requeued_from
+        deactivated = bool(workload.requeued_from)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._wait_s
         while True:
@@ -101,7 +156,7 @@ class Requeuer:
                     return self._recorder.outcome(
                         action,
                         OutcomeStatus.FAILED,
-                        f"{detail}; gave up after {self._wait_s:g}s, left deactivated for an operator",
+                        f"{detail}; still waiting after {self._wait_s:g}s: reconciliation carries on with it",
                     )
                 await self._sleep(self._poll_s)
                 workload = await self._queue.get_workload(workload.namespace, workload.name)
@@ -126,3 +181,14 @@ class Requeuer:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _resumed_action(workload: WorkloadState) -> Action:
+    owner = workload.owner or OwnerRef(kind="Workload", name=workload.name, uid=workload.uid)
+    return Action(
+        kind=ActionKind.REQUEUE_WORKLOAD,
+        track=Track.WORKLOAD,
+        node=workload.requeued_from or None,
+        reason=f"carry on with the requeue of {workload.namespace}/{workload.name} begun before",
+        params=RequeueParams(owner, namespace=workload.namespace, queue=workload.queue_name),
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.domain.cluster import Condition
+from app.domain.cluster import Condition, OwnerRef
 
 # The label Kueue reads the queue from, on a job (or a plain pod, or a pod template that inherits it).
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -20,7 +20,8 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 WORKLOAD_GROUP = "kueue.x-k8s.io"
 WORKLOAD_VERSION = "v1beta1"
 WORKLOAD_PLURAL = "workloads"
-REQUEUED_FROM = "sickbay.io/requeued-from"
+REQUEUED_FROM = "sickbay.io/requeued-from"  # annotation: the node (a label value could not hold every name)
+REQUEUED = "sickbay.io/requeued"  # label, "true" while Sickbay holds it deactivated: a new leader lists them
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,7 @@ class WorkloadState:
     # Sickbay's annotation `sickbay.io/requeued-from`: the node Sickbay deactivated it for (empty: it did
     # not), so an operator's own deactivation is never undone by Sickbay.
     requeued_from: str = ""
+    owner: OwnerRef | None = None  # the job it was made for (its controller owner reference)
 
     def condition(self, kind: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == kind), None)

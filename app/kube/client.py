@@ -166,6 +166,9 @@ class KubeClient:
     async def list_workloads(self, namespace: str, *, job_uid: str) -> list[WorkloadState]:
         return await self._workloads.list_workloads(namespace, job_uid=job_uid)
 
+    async def list_requeued_workloads(self) -> list[WorkloadState]:
+        return await self._workloads.list_requeued_workloads()
+
     async def get_workload(self, namespace: str, name: str) -> WorkloadState:
         return await self._workloads.get_workload(namespace, name)
 

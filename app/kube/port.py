@@ -70,6 +70,10 @@ class QueuePort(Protocol):
         """The Workloads Kueue made for the job of this UID (label `kueue.x-k8s.io/job-uid`)."""
         ...
 
+    async def list_requeued_workloads(self) -> list[WorkloadState]:
+        """Every Workload Sickbay holds deactivated (label `sickbay.io/requeued`), in all namespaces."""
+        ...
+
     async def get_workload(self, namespace: str, name: str) -> WorkloadState: ...
 
     async def set_workload_active(

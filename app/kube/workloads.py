@@ -1,9 +1,10 @@
 """Kueue `Workload` calls (kueue.x-k8s.io/v1beta1, through the official client's CustomObjectsApi): find
-a job's Workload by its `kueue.x-k8s.io/job-uid` label, read one, and switch `spec.active`.
+a job's Workload by its `kueue.x-k8s.io/job-uid` label, list those Sickbay holds deactivated, read one,
+and switch `spec.active`.
 
 The switch is one JSON merge patch guarded by the read `resourceVersion` (409 when Kueue wrote the object
-meanwhile: read again), carrying Sickbay's `sickbay.io/requeued-from` annotation with it so that Sickbay
-reactivates only what it deactivated. Fields: https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta1/
+meanwhile: read again), carrying Sickbay's label `sickbay.io/requeued` and annotation `sickbay.io/requeued-from` with
+it, so that Sickbay reactivates only what it deactivated, and a new leader finds what the old one left. Fields: https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta1/
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import aiohttp
 
 from app.domain import WorkloadState
-from app.domain.queueing import REQUEUED_FROM, WORKLOAD_GROUP, WORKLOAD_PLURAL, WORKLOAD_VERSION
+from app.domain.queueing import REQUEUED, REQUEUED_FROM, WORKLOAD_GROUP, WORKLOAD_PLURAL, WORKLOAD_VERSION
 from app.kube import convert, names
 from app.kube.responses import JsonObj
 from app.kube.transport import COMPONENT, MERGE_PATCH, Transport
@@ -42,13 +43,21 @@ def workload_state(obj: Mapping[str, Any]) -> WorkloadState:
             str(n.get("name")) for n in status.get("unhealthyNodes") or [] if isinstance(n, dict)
         ),
         requeued_from=str((meta.get("annotations") or {}).get(REQUEUED_FROM) or ""),
+        owner=next(
+            (convert.owner_of(o) for o in meta.get("ownerReferences") or [] if isinstance(o, dict)), None
+        ),
     )
 
 
 def active_patch(*, active: bool, requeued_from: str | None, resource_version: str) -> JsonObj:
-    """`spec.active`, Sickbay's annotation (None removes it) and the read resourceVersion, in one patch."""
+    """`spec.active`, Sickbay's label and annotation (None removes both) and the read resourceVersion, in
+    one patch."""
     return {
-        "metadata": {"resourceVersion": resource_version, "annotations": {REQUEUED_FROM: requeued_from}},
+        "metadata": {
+            "resourceVersion": resource_version,
+            "labels": {REQUEUED: "true" if requeued_from is not None else None},
+            "annotations": {REQUEUED_FROM: requeued_from},
+        },
         "spec": {"active": active},
     }
 
@@ -73,6 +82,23 @@ class WorkloadCalls:
             )
 
         items = await t.list_all(f"LIST workloads in {namespace} for job {job_uid}", page)
+        return [workload_state(item) for item in items]
+
+    async def list_requeued_workloads(self) -> list[WorkloadState]:
+        """Every Workload Sickbay holds deactivated (label `sickbay.io/requeued`), in all namespaces."""
+        t = self._transport
+
+        def page(token: str | None) -> Awaitable[aiohttp.ClientResponse]:
+            return t.custom.list_cluster_custom_object_without_preload_content(
+                WORKLOAD_GROUP,
+                WORKLOAD_VERSION,
+                WORKLOAD_PLURAL,
+                label_selector=REQUEUED,
+                _continue=token,
+                _request_timeout=t.timeout,
+            )
+
+        items = await t.list_all("LIST workloads Sickbay requeues", page)
         return [workload_state(item) for item in items]
 
     async def get_workload(self, namespace: str, name: str) -> WorkloadState:

@@ -112,6 +112,7 @@ async def test_deactivation_evicts_then_releases_quota_and_reactivation_requeues
     wl = await kube.get_workload(namespace, name)
     wl = await kube.set_workload_active(wl, active=False, requeued_from=sick)
     assert (wl.active, wl.requeued_from) == (False, sick)
+    assert (namespace, name) in {(w.namespace, w.name) for w in await kube.list_requeued_workloads()}
 
     async def evicted_and_released() -> bool:
         now = await kube.get_workload(namespace, name)
@@ -127,6 +128,7 @@ async def test_deactivation_evicts_then_releases_quota_and_reactivation_requeues
     wl = await kube.get_workload(namespace, name)
     wl = await kube.set_workload_active(wl, active=True, requeued_from=None)
     assert (wl.active, wl.requeued_from) == (True, "")
+    assert (namespace, name) not in {(w.namespace, w.name) for w in await kube.list_requeued_workloads()}
     await eventually(lambda: admitted(kube, namespace, name))
     requeued = (await kube.get_workload(namespace, name)).condition("Requeued")
     assert requeued is not None

@@ -99,6 +99,10 @@ async def planned_requeue(kube: KubeClient) -> Action:
     return action
 
 
+async def _one_pod_on(kube: KubeClient, node: str) -> bool:
+    return [p.node for p in await kube.list_pods(namespace="train")] == [node]
+
+
 async def quarantine(kube: KubeClient) -> None:
     node = await kube.get_node(SICK)
     taint = Taint("sickbay.io/unhealthy", "reboot-node", "NoSchedule")
@@ -123,6 +127,7 @@ async def test_a_queued_job_is_requeued_through_kueue_onto_a_healthy_node(
     assert requeued is not None
     assert (requeued.status, requeued.reason) == ("True", "Reactivated")
     assert workload.holds_quota
+    await eventually(lambda: _one_pod_on(kube, HEALTHY))
     (after,) = await kube.list_pods(namespace="train")
     assert after.uid != before.uid
     assert after.node == HEALTHY
@@ -141,7 +146,7 @@ async def test_the_requeue_runs_in_the_background_and_is_journaled(
         return any(r["kind"] == "requeue-workload" and r["status"] == "applied" for r in rows)
 
     await eventually(journaled)
-    assert [p.node for p in await kube.list_pods(namespace="train")] == [HEALTHY]
+    await eventually(lambda: _one_pod_on(kube, HEALTHY))
 
 
 async def test_a_workload_an_operator_deactivated_is_left_inactive(
@@ -158,3 +163,27 @@ async def test_a_workload_an_operator_deactivated_is_left_inactive(
     assert "deactivated by someone else" in outcome.detail
     (still,) = await kube.list_workloads("train", job_uid=pod.owners[0].uid)
     assert not still.active
+
+
+async def test_a_requeue_a_previous_leader_left_half_done_is_carried_on(
+    kube: KubeClient, journal: Journal
+) -> None:
+    (pod,) = await kube.list_pods(namespace="train")
+    await quarantine(kube)
+    (workload,) = await kube.list_workloads("train", job_uid=pod.owners[0].uid)
+    await kube.set_workload_active(workload, active=False, requeued_from=SICK)  # then that leader stopped
+
+    assert await requeuer(kube, journal).resume() == 1
+
+    async def done() -> bool:
+        rows = await journal.outcomes(node=SICK)
+        return any(r["kind"] == "requeue-workload" and r["status"] == "applied" for r in rows)
+
+    await eventually(done)
+    assert (await kube.get_workload("train", workload.name)).active
+    assert await kube.list_requeued_workloads() == []
+
+    async def back_on_a_healthy_node() -> bool:
+        return [p.node for p in await kube.list_pods(namespace="train")] == [HEALTHY]
+
+    await eventually(back_on_a_healthy_node)

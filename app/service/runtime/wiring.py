@@ -229,6 +229,11 @@ async def _actuators(
         journal=journal,
         metrics=metrics,
     )
+    requeuer = (
+        Requeuer(queue=kube, recorder=recorder, journal=journal, dry_run=dry_run)
+        if isinstance(kube, port.QueuePort)
+        else None
+    )
     executor = Executor(
         nodes=nodes,
         at_risk=AtRiskWriter(kube=kube, recorder=recorder, gates=gates, dry_run=dry_run, clock=clock),
@@ -239,9 +244,7 @@ async def _actuators(
         journal=journal,
         paused=lambda: services.settings.pause,
         clock=clock,
-        requeuer=Requeuer(queue=kube, recorder=recorder, journal=journal, dry_run=dry_run)
-        if isinstance(kube, port.QueuePort)
-        else None,
+        requeuer=requeuer,
     )
 
     async def emit(signal: Signal) -> None:
@@ -261,5 +264,6 @@ async def _actuators(
         clock=clock,
         emit=emit,
         dry_run=dry_run,
+        requeuer=requeuer,
     )
     return executor, drainer, restarter, nodes
