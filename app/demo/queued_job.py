@@ -116,4 +116,6 @@ async def play(stack: Stack, rec: Recorder, scene: Scene, *, within_s: float = 3
             return
         await asyncio.sleep(0.1)
     scene.note = "Kueue requeue not seen in time"
+    if scene.status == "done":  # quarantined, but the job did not go back through its queue
+        scene.status = "timed out"
     rec.note(node, f"the Workload of {NAMESPACE}/{JOB} was not requeued within {within_s:.0f}s")

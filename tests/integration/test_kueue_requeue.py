@@ -187,3 +187,21 @@ async def test_a_requeue_a_previous_leader_left_half_done_is_carried_on(
         return [p.node for p in await kube.list_pods(namespace="train")] == [HEALTHY]
 
     await eventually(back_on_a_healthy_node)
+
+
+async def test_a_pod_the_drain_evicted_first_still_comes_back_after_the_requeue(
+    kube: KubeClient, journal: Journal
+) -> None:
+    action = await planned_requeue(kube)
+    (pod,) = await kube.list_pods(namespace="train")
+    await quarantine(kube)
+    await kube.evict_pod("train", pod.name, uid=pod.uid)  # the hardware track's drain ran first
+
+    async def gone() -> bool:
+        return await kube.list_pods(namespace="train") == []
+
+    await eventually(gone)
+    outcome = await requeuer(kube, journal).requeue(action)
+
+    assert outcome.status is OutcomeStatus.APPLIED, outcome.detail
+    await eventually(lambda: _one_pod_on(kube, HEALTHY))

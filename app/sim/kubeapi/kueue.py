@@ -72,13 +72,23 @@ class KueueController:
         self._schedule = schedule
         self._queued: set[str] = set()
         self._running = False
-        # The pods a deactivation stopped, by Workload UID: recreated (elsewhere) when it is re-admitted.
-        self._stopped: dict[str, list[JsonObj]] = {}
+        # The pods an admitted job last ran, by Workload UID: what the job wants running. A deactivation
+        # stops them, and a re-admission recreates them elsewhere, even those evicted meanwhile (a real Job
+        # controller would have replaced those; the simulator has none).
+        self._known: dict[str, list[JsonObj]] = {}
+
+    def sync_now(self, rt: ResourceType, namespace: str) -> None:
+        """A seed object was loaded: sync at once, as for a cluster whose controller has long caught up."""
+        if self._watches(rt, namespace):
+            self.sync(namespace)
+
+    def _watches(self, rt: ResourceType, namespace: str) -> bool:
+        if rt not in (WORKLOADS, PODS) or not namespace:
+            return False
+        return rt is WORKLOADS or bool(self.store.items(WORKLOADS, namespace=namespace))
 
     def observe(self, rt: ResourceType, namespace: str) -> None:
-        if rt not in (WORKLOADS, PODS) or not namespace:
-            return
-        if rt is PODS and not self.store.items(WORKLOADS, namespace=namespace):
+        if not self._watches(rt, namespace):
             return
         if self._schedule is None:
             self._queued.add(namespace)
@@ -112,6 +122,9 @@ class KueueController:
             evicted is not None and evicted["status"] == "True" and evicted["reason"] == "Deactivated"
         )
         before = copy.deepcopy(status)
+        running = [p for p in self._job_pods(wl) if not p["metadata"].get("deletionTimestamp")]
+        if active and _is_true(conditions, "Admitted") and running:
+            self._known[uid] = [copy.deepcopy(p) for p in running]
         if not active:
             if not deactivated and _is_true(conditions, "QuotaReserved"):
                 self._set(conditions, "Evicted", "True", "Deactivated", "The workload is deactivated")
@@ -145,15 +158,13 @@ class KueueController:
         ]
 
     def _stop_pods(self, wl: JsonObj, uid: str) -> None:
-        pods = self._job_pods(wl)
-        self._stopped[uid] = [copy.deepcopy(p) for p in pods]
-        for pod in pods:
+        for pod in self._job_pods(wl):
             meta = pod["metadata"]
             if not meta.get("deletionTimestamp"):
                 self._delete_pod(Ref(PODS, namespace=meta["namespace"], name=meta["name"]))
 
     def _restart_pods(self, uid: str) -> None:
-        for old in self._stopped.pop(uid, []):
+        for old in self._known.pop(uid, []):
             pod = copy.deepcopy(old)
             meta = pod["metadata"]
             base = meta["name"].rsplit("-", 1)[0] if "-" in meta["name"] else meta["name"]

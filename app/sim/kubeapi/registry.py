@@ -19,7 +19,7 @@ from app.sim.kubeapi import controllers, deletion, errors, kueue, microtime, str
 from app.sim.kubeapi.bodies import check_names, decoded, default_for_create, typed_body
 from app.sim.kubeapi.patches import apply_json_patch, apply_merge_patch
 from app.sim.kubeapi.patchmeta import rules_for
-from app.sim.kubeapi.resources import NAMESPACES, PODS, WORKLOADS, JsonObj, Ref, ResourceType
+from app.sim.kubeapi.resources import NAMESPACES, PODS, JsonObj, Ref, ResourceType
 from app.sim.kubeapi.selectors import FieldSelector, LabelSelector, field_value
 from app.sim.kubeapi.store import Store, parse_time
 from app.sim.kubeapi.strategic import apply_strategic_merge_patch
@@ -122,8 +122,7 @@ class Registry:
             raise errors.already_exists(rt, meta["name"])
         stored = self.store.put(rt, obj)
         self.disruption.sync_now(rt, meta.get("namespace", ""))
-        if rt.key() == WORKLOADS.key():  # a seeded Workload is admitted before anyone looks
-            self.kueue.sync(meta.get("namespace", ""))
+        self.kueue.sync_now(rt, meta.get("namespace", ""))  # a seeded Workload is admitted at once
         return stored
 
     # -- update and patch ----------------------------------------------------------------------------------
