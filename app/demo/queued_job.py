@@ -25,12 +25,16 @@ QUEUE = "team-a"
 
 
 def free_gpu(stack: Stack, *, taken: Collection[str]) -> tuple[str, int] | None:
-    """A node no scene plays and one of its free GPUs, where the queued job lands; None if none is left."""
-    for node in stack.fleet.nodes:
-        if node.name in taken:
-            continue
+    """A node no scene plays and a GPU on it where the queued job lands: a free one if there is, else one it
+    takes over (the fleet packs its GPUs; the node is drained whole anyway). None when every node plays."""
+    spare = [n for n in stack.fleet.nodes if n.name not in taken]
+    for node in spare:
         for gpu in node.gpus:
             if gpu.pod is None and gpu.present:
+                return node.name, gpu.identity.index
+    for node in spare:
+        for gpu in node.gpus:
+            if gpu.present:
                 return node.name, gpu.identity.index
     return None
 

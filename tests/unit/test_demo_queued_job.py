@@ -72,6 +72,13 @@ def test_the_job_lands_where_asked_and_is_seen_requeued_only_off_the_failed_node
     s = stack()
     s.fleet.node("gpu-0").gpus[0].pod = object()  # busy: not free
     assert queued_job.free_gpu(s, taken={"gpu-1"}) == ("gpu-0", 1)  # type: ignore[arg-type]
+    for gpu in (*s.fleet.node("gpu-0").gpus, *s.fleet.node("gpu-2").gpus):
+        gpu.pod = object()
+    # Every GPU busy: the job takes one over.
+    assert queued_job.free_gpu(s, taken={"gpu-1"}) == ("gpu-0", 0)  # type: ignore[arg-type]
+    assert queued_job.free_gpu(s, taken={"gpu-0", "gpu-1", "gpu-2"}) is None  # type: ignore[arg-type]
+    for gpu in (*s.fleet.node("gpu-0").gpus, *s.fleet.node("gpu-2").gpus):
+        gpu.pod = None
 
     pod = queued_job.land_job(s, "gpu-1", 0)  # type: ignore[arg-type]
     assert s.fleet.node("gpu-1").gpus[0].pod.name == pod  # type: ignore[union-attr]
