@@ -6,7 +6,8 @@ scheduling, the same assignment), while the quota stays counted. Setting the Wor
 false is Kueue's documented way to stop a job: the workload controller evicts it with reason `Deactivated`
 (pkg/controller/core/workload_controller.go: `WorkloadDeactivated`), the job integration suspends the job,
 which deletes its pods, and the quota is released once they are gone ("the integration releases it").
-Setting `spec.active` back to true requeues it (condition `Requeued`, reason `Reactivated`; kueue PR #2063)
+Setting `spec.active` back to true requeues it (the workload controller turns `Requeued` from False with
+reason `Deactivated` to True with reason `Reactivated`: `kueue.WorkloadReactivated`, same file; PR #2063)
 so it goes through admission again, and the scheduler keeps it off the quarantined node by Sickbay's
 NoSchedule taint. Docs: https://kueue.sigs.k8s.io/docs/concepts/workload/#active and
 https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta1/#kueue-x-k8s-io-v1beta1-WorkloadSpec.
