@@ -22,6 +22,7 @@ from app.act.drain import Drainer
 from app.act.handoff import HandOff
 from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
+from app.act.requeue import Requeuer
 from app.act.workload import Restarter
 from app.domain import (
     Action,
@@ -53,8 +54,10 @@ class Executor:
         journal: Journal,
         paused: Callable[[], bool],
         clock: Callable[[], datetime],
+        requeuer: Requeuer | None = None,
     ) -> None:
         self._nodes = nodes
+        self._requeuer = requeuer
         self._handoff = handoff
         self._restarter = restarter
         self._recorder = recorder
@@ -124,6 +127,13 @@ class Executor:
                 partial=pods is not None and not quarantine.params_as(QuarantineParams).cordon,
             )
         outcomes += await asyncio.gather(*(self._restarter.restart(a, fault_id=fault_id) for a in workload))
+        outcomes += [
+            self._requeuer.start(a, fault_id=fault_id)
+            if self._requeuer is not None
+            else self._recorder.outcome(a, OutcomeStatus.SKIPPED, "no Kueue client: evicted only")
+            for a in plan.actions
+            if a.kind is ActionKind.REQUEUE_WORKLOAD
+        ]
         return outcomes
 
     async def _soft(self, action: Action, plan: Plan) -> Outcome:

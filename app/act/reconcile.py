@@ -27,6 +27,7 @@ from app.act.gatekeeper import GateKeeper
 from app.act.handoff import HandOff
 from app.act.nodes import NodeWriter
 from app.act.recorder import Recorder
+from app.act.requeue import Requeuer
 from app.act.verify import Verifier
 from app.act.workload import Restarter
 from app.config import rules
@@ -63,8 +64,10 @@ class Reconciler:
         emit: Callable[[Signal], Awaitable[None]],
         dry_run: bool,
         verifier: Verifier | None = None,
+        requeuer: Requeuer | None = None,
     ) -> None:
         self._kube = kube
+        self._requeuer = requeuer
         self._nodes = nodes
         self._handoff = handoff
         self._gates = gates
@@ -84,6 +87,8 @@ class Reconciler:
 
     async def run_once(self) -> None:
         await self._restarter.run_due()  # journal and pods only: due whatever the node list says
+        if self._requeuer is not None:
+            await self._requeuer.resume()  # Workloads a requeue left deactivated, a previous leader's too
         try:
             all_nodes = await self._kube.list_nodes()
         except errors.KubeError as exc:

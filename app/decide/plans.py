@@ -23,11 +23,24 @@ from app.decide import (
     handoffs,
     partial,
     proactive,
+    queueing,
     restart_policy,
     soft,
 )
 from app.decide.situation import Situation
-from app.domain import Action, ActionKind, Fault, FaultClass, Plan, QuarantineParams, RestartParams, Track
+from app.domain import (
+    Action,
+    ActionKind,
+    Fault,
+    FaultClass,
+    OwnerRef,
+    Plan,
+    PodState,
+    QuarantineParams,
+    RequeueParams,
+    RestartParams,
+    Track,
+)
 
 DUPLICATE_RULE = "duplicate"  # set by classification; decide does not import classify
 
@@ -210,9 +223,11 @@ def _hardware(
     release = "never auto-released" if cls is FaultClass.REPLACE else "released after verification"
     evictions = sum(1 for a in actions if a.kind is ActionKind.EVICT_POD)
     gang = sum(1 for a in actions if a.kind is ActionKind.RESTART_GANG)
+    queued = sum(1 for a in actions if a.kind is ActionKind.REQUEUE_WORKLOAD)
     drain = f"evict {evictions} GPU pod(s)" if situation.node is not None else "drain GPU pods"
     gang_text = f", restart {gang} gang pod(s) elsewhere" if gang else ""
     how = f" ({chosen.why})" if situation.node is not None else ""
+    gang_text += f", requeue {queued} job(s) through Kueue" if queued else ""
     return Plan(
         fault=fault,
         decided_at=now,
@@ -240,9 +255,19 @@ def _workload_track(
         if mode == "leave-to-controller":
             continue
         why = f"requeue {pod.namespace}/{pod.name} off the faulty node" + (f" ({group.key})" if group else "")
+        # The pod is evicted either way: the hardware track hands the node off only once it is empty.
         actions.append(
             Action(kind=ActionKind.EVICT_POD, track=Track.WORKLOAD, node=node, pod=pod.ref, reason=why)
         )
+        job = queueing.queued_job(pod)
+        if queueing.requeue_path(pod) == "kueue" and job is not None:
+            key = f"kueue:{pod.namespace}/{job.uid}"
+            if key not in restarted:  # one requeue per job; Kueue stops all its pods, so no gang restart
+                restarted.add(key)
+                if group is not None:
+                    restarted.add(group.key)
+                actions.append(_requeue(pod, job, node=node))
+            continue
         if mode == "restart-gang" and group is not None and group.key not in restarted:
             restarted.add(group.key)
             for member in groups.members(group, situation.group_pods, policy.workloads):
@@ -260,3 +285,16 @@ def _workload_track(
                     )
                 )
     return actions
+
+
+def _requeue(pod: PodState, job: OwnerRef, *, node: str | None) -> Action:
+    queue = queueing.queue_of(pod)
+    return Action(
+        kind=ActionKind.REQUEUE_WORKLOAD,
+        track=Track.WORKLOAD,
+        node=node,
+        pod=pod.ref,
+        reason=f"requeue {job.kind} {pod.namespace}/{job.name} through its Kueue queue {queue}: its quota is "
+        "released and it is admitted again, off the quarantined node",
+        params=RequeueParams(job, namespace=pod.namespace, queue=queue),
+    )

@@ -9,6 +9,8 @@
    the bus (XID 79) on a node that had already taken no new work since it was flagged.
 1. A fatal XID 79 (the GPU fell off the bus) on a node running a rank of a training gang: quarantine
    (`reboot-node`), drain, and the gang's other ranks restarted so they do not hang on a collective.
+   Then the same fault under a job Kueue admitted: its Workload is deactivated and reactivated, so it goes
+   back through its queue and is admitted again on a healthy node (`queued_job`).
 2. HBM degradation: single-bit ECC errors accelerate and rows get remapped (XID 63, recorded as a feature)
    for half a minute, then a double-bit error with XID 48: quarantine (`reset-gpu`).
 3. An application XID 13 in a training pod: that pod is restarted (the one its alert names in
@@ -35,7 +37,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from app.demo import forecasting, partial_drain, prediction, verifying
+from app.demo import forecasting, partial_drain, prediction, queued_job, verifying
 from app.demo.casting import CastingError, cast
 from app.demo.configs import USER_ALERT
 from app.demo.scenes import HBM_LEAD_S, STORM_FAULTS, add_scenes
@@ -73,10 +75,14 @@ class Scenario:
             recorder, self.cast, budget_nodes=budget_nodes, risk=risk, sim_time_s=stack.fleet.time_s
         )
         c = self.cast
-        taken = [c.gang_node, c.hbm_node, c.app_node, c.driver_node, c.soft_node, c.risk_node]
-        taken += [n for n, _ in c.storm] + ([risk.node] if risk is not None else [])
+        taken = {c.gang_node, c.hbm_node, c.app_node, c.driver_node, *(n for n, _ in c.storm)}
+        taken |= {n for n in (c.soft_node, risk.node if risk is not None else None) if n is not None}
         self.partial = partial_drain.cast_partial(stack, avoid={n for n in taken if n is not None})
         self.partial_scene = partial_drain.add_scene(recorder, self.partial) if self.partial else None
+        if self.partial is not None:
+            taken.add(self.partial.node)
+        spot = queued_job.free_gpu(stack, taken={n for n in taken if n is not None})
+        self.queued = queued_job.add_scene(recorder, *spot) if spot is not None else None
 
     async def run(self) -> None:
         try:
@@ -108,6 +114,10 @@ class Scenario:
         await stack.inject(c.hbm_node, c.hbm_gpu, "hbm", lead_time_s=HBM_LEAD_S)
         self._background.append(asyncio.create_task(self._watch_hbm(), name="demo-hbm"))
         await rec.wait([self.scenes.xid79], within_s=20)
+
+        # 1b: a Kueue-admitted job on a failing node goes back through its queue (`queued_job`)
+        if self.queued is not None:
+            await queued_job.play(stack, rec, self.queued)
 
         # 3: an application error restarts the pod only
         await self._inject(

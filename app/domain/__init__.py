@@ -6,7 +6,7 @@ package may import another `app` module or a third-party package. Import the nam
 modules say where each lives: `faults` (what is observed and what it means), `cluster` (nodes and pods as
 decide sees them), `actions` (what is decided and what came of it),
 `identity` (who a caller is, as the API server vouches), `workloads` (what an audit reads of pods and Jobs),
-`jobs` (a verification Job's run and how it ended).
+`jobs` (a verification Job's run and how it ended), `queueing` (Kueue's Workload).
 """
 
 from app.domain.actions import (
@@ -24,6 +24,7 @@ from app.domain.actions import (
     RecheckParams,
     RemediationParams,
     RemediatorKind,
+    RequeueParams,
     RestartParams,
     Track,
 )
@@ -54,11 +55,14 @@ from app.domain.faults import (
 )
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
 from app.domain.jobs import JobRun
+from app.domain.queueing import JOB_UID_LABEL, QUEUE_NAME_LABEL, WorkloadState
 from app.domain.workloads import FailureRule, JobState, PodFacts, Toleration
 
 __all__ = [
     "HARDWARE_CLASSES",
+    "JOB_UID_LABEL",
     "PARAMS",
+    "QUEUE_NAME_LABEL",
     "AccessRequest",
     "AccessReview",
     "Action",
@@ -90,6 +94,7 @@ __all__ = [
     "RemediationParams",
     "RemediationState",
     "RemediatorKind",
+    "RequeueParams",
     "RestartParams",
     "Risk",
     "RiskLevel",
@@ -101,6 +106,7 @@ __all__ = [
     "Toleration",
     "Track",
     "UserInfo",
+    "WorkloadState",
     "freeze_mapping",
     "lookup",
 ]

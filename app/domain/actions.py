@@ -34,6 +34,8 @@ class ActionKind(StrEnum):
     RECHECK = "recheck"
     RAISE_CONDITION = "raise-condition"
     CLEAR_CONDITION = "clear-condition"
+    # A Kueue-managed job: send it back through its queue (deactivate its Workload, then reactivate it).
+    REQUEUE_WORKLOAD = "requeue-workload"
 
 
 # What each kind of action needs, one frozen value per kind (`Action.params`); kinds absent take none.
@@ -88,6 +90,16 @@ class ConditionParams:
     reason: str = ""  # its reason when raised
 
 
+@dataclass(frozen=True, slots=True)
+class RequeueParams:
+    """Requeue through Kueue the job `owner` (in `namespace`, queued in `queue`): act finds its Workload
+    by the `kueue.x-k8s.io/job-uid` label (the owner's UID) and deactivates, then reactivates it."""
+
+    owner: OwnerRef
+    namespace: str
+    queue: str = ""
+
+
 ActionParams = (
     QuarantineParams
     | RestartParams
@@ -96,6 +108,7 @@ ActionParams = (
     | CheckpointParams
     | RecheckParams
     | ConditionParams
+    | RequeueParams
 )
 _P = TypeVar("_P", bound=ActionParams)
 
@@ -133,6 +146,7 @@ PARAMS: dict[ActionKind, type[ActionParams]] = {
     ActionKind.RECHECK: RecheckParams,
     ActionKind.RAISE_CONDITION: ConditionParams,
     ActionKind.CLEAR_CONDITION: ConditionParams,
+    ActionKind.REQUEUE_WORKLOAD: RequeueParams,
 }
 
 

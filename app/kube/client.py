@@ -4,7 +4,7 @@ The official client supplies what is hard to get right: kubeconfig and in-cluste
 refresh), TLS, and the generated endpoint methods. Around each call Sickbay adds pacing, bounded retries
 and typed errors (`transport`, `responses`), refuses names that are not Kubernetes names before they reach
 a URL (`names`), and answers with domain values instead of API objects (`convert`). The calls themselves
-live by resource: `nodes`, `pods`, `events`, `custom_objects`, `jobs`, `reviews`; this module puts them behind one port.
+live by resource: `nodes`, `pods`, `events`, `custom_objects`, `jobs`, `workloads`, `reviews`; this module puts them behind one port.
 
 Calls use the generated `*_without_preload_content` methods and read the JSON themselves: reads stay tolerant
 of fields a newer server adds (the generated models forbid unknown fields), and status codes are checked in
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from kubernetes.aio import client as k8s
 from kubernetes.aio import config as k8s_config
 
-from app.domain import Condition, JobRun, JobState, NodePatch, NodeState, PodState
+from app.domain import Condition, JobRun, JobState, NodePatch, NodeState, PodState, WorkloadState
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
 from app.kube import convert, errors
 from app.kube.custom_objects import CustomObjectCalls
@@ -33,12 +33,13 @@ from app.kube.events import EventCalls
 from app.kube.jobs import JobCalls
 from app.kube.nodes import NodeCalls
 from app.kube.pods import PodCalls
-from app.kube.port import AuditPort, EventSpec, KubePort, ReviewPort
+from app.kube.port import AuditPort, EventSpec, KubePort, QueuePort, ReviewPort
 from app.kube.ratelimit import Clock, Sleep, TokenBucket, loop_clock
 from app.kube.responses import JsonObj
 from app.kube.retries import RetryPolicy
 from app.kube.reviews import REVIEW_BURST, REVIEW_QPS, REVIEW_RETRY, ReviewCalls
 from app.kube.transport import Transport
+from app.kube.workloads import WorkloadCalls
 
 LIST_PAGE_SIZE = 500
 
@@ -88,6 +89,7 @@ class KubeClient:
         self._jobs = JobCalls(self.transport, gpu_resources=gpu_resources, page_size=page_size)
         self._events = EventCalls(self.transport, instance=instance or socket.gethostname(), now=now)
         self._custom = CustomObjectCalls(self.transport, plurals=plurals or {})
+        self._workloads = WorkloadCalls(self.transport)
         # Reviews of callers' tokens pace on a bucket of their own: a flood of made-up tokens then costs the
         # API server a bounded rate and never delays a quarantine or an eviction.
         self.review_transport = Transport(
@@ -175,6 +177,20 @@ class KubeClient:
     async def get_job(self, namespace: str, name: str) -> JobRun | None:
         return await self._jobs.get_job(namespace, name)
 
+    async def list_workloads(self, namespace: str, *, job_uid: str) -> list[WorkloadState]:
+        return await self._workloads.list_workloads(namespace, job_uid=job_uid)
+
+    async def list_requeued_workloads(self) -> list[WorkloadState]:
+        return await self._workloads.list_requeued_workloads()
+
+    async def get_workload(self, namespace: str, name: str) -> WorkloadState:
+        return await self._workloads.get_workload(namespace, name)
+
+    async def set_workload_active(
+        self, workload: WorkloadState, *, active: bool, requeued_from: str | None
+    ) -> WorkloadState:
+        return await self._workloads.set_workload_active(workload, active=active, requeued_from=requeued_from)
+
     async def review_token(self, token: str, *, audiences: tuple[str, ...]) -> TokenReview:
         return await self._reviews.review_token(token, audiences=audiences)
 
@@ -255,4 +271,7 @@ if TYPE_CHECKING:  # mypy proves the real client is a `KubePort`, a `ReviewPort`
         return client
 
     def _is_an_audit_port(client: KubeClient) -> AuditPort:
+        return client
+
+    def _is_a_queue_port(client: KubeClient) -> QueuePort:
         return client

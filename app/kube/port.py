@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from app.domain import Condition, JobRun, JobState, NodePatch, NodeState, PodState
+from app.domain import Condition, JobRun, JobState, NodePatch, NodeState, PodState, WorkloadState
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
 
 
@@ -68,6 +68,28 @@ class KubePort(Protocol):
 
     async def get_job(self, namespace: str, name: str) -> JobRun | None:
         """The Job and how it ended (its Complete/Failed condition); None when it does not exist."""
+        ...
+
+
+@runtime_checkable
+class QueuePort(Protocol):
+    """Kueue's `Workload` objects (kueue.x-k8s.io/v1beta1): the requeue of a queued job (`app.kube.workloads`)."""
+
+    async def list_workloads(self, namespace: str, *, job_uid: str) -> list[WorkloadState]:
+        """The Workloads Kueue made for the job of this UID (label `kueue.x-k8s.io/job-uid`)."""
+        ...
+
+    async def list_requeued_workloads(self) -> list[WorkloadState]:
+        """Every Workload Sickbay holds deactivated (label `sickbay.io/requeued`), in all namespaces."""
+        ...
+
+    async def get_workload(self, namespace: str, name: str) -> WorkloadState: ...
+
+    async def set_workload_active(
+        self, workload: WorkloadState, *, active: bool, requeued_from: str | None
+    ) -> WorkloadState:
+        """Patch `spec.active` and Sickbay's `sickbay.io/requeued-from` annotation (None removes it), guarded
+        by the read resourceVersion (ConflictError when Kueue wrote it meanwhile)."""
         ...
 
 
@@ -129,5 +151,9 @@ CALLS: frozenset[tuple[str, str, str]] = frozenset(
         ("coordination.k8s.io", "leases", "update"),
         # list_jobs: the audit reads every Job's podFailurePolicy (AuditPort).
         ("batch", "jobs", "list"),
+        # QueuePort: requeue a Kueue-managed job through its queue.
+        ("kueue.x-k8s.io", "workloads", "list"),
+        ("kueue.x-k8s.io", "workloads", "get"),
+        ("kueue.x-k8s.io", "workloads", "patch"),
     }
 )

@@ -25,6 +25,7 @@ from app.domain import (
     RecheckParams,
     RemediationParams,
     RemediatorKind,
+    RequeueParams,
     RestartParams,
     RiskLevel,
 )
@@ -59,6 +60,15 @@ def to_object(params: ActionParams | None) -> dict[str, str]:
             return {"check": str(check)}
         case ConditionParams(condition=condition, reason=reason):
             return {"condition": condition, **({"reason": reason} if reason else {})}
+        case RequeueParams(owner=owner, namespace=namespace, queue=queue):
+            return {
+                "kind": owner.kind,
+                "name": owner.name,
+                "namespace": namespace,
+                "uid": owner.uid,
+                "api_version": owner.api_version,
+                "queue": queue,
+            }
     raise TypeError(f"no journal form for {params!r}")
 
 
@@ -99,6 +109,14 @@ def from_object(
             return RecheckParams(int(data.get("check") or "1"))
         if wanted is ConditionParams:
             return ConditionParams(data["condition"], reason=data.get("reason", ""))
+        if wanted is RequeueParams:
+            owner = OwnerRef(
+                kind=data["kind"],
+                name=data["name"],
+                uid=data.get("uid", ""),
+                api_version=data.get("api_version", ""),
+            )
+            return RequeueParams(owner, namespace=data["namespace"], queue=data.get("queue", ""))
     except KeyError as exc:
         raise ValueError(f"a {kind.value} row has no {exc.args[0]!r}") from None
     return None

@@ -24,6 +24,7 @@ from app.domain import (
     QuarantineParams,
     RecheckParams,
     RemediationParams,
+    RequeueParams,
     RestartParams,
     RiskLevel,
     Signal,
@@ -187,6 +188,18 @@ K = ActionKind
             ConditionParams("GpuSoftFault", reason="PowerBrake"),
         ),
         (K.CLEAR_CONDITION, {"condition": "GpuSoftFault"}, ConditionParams("GpuSoftFault")),
+        (
+            K.REQUEUE_WORKLOAD,
+            {
+                "kind": "Job",
+                "name": "llm",
+                "namespace": "train",
+                "uid": "uid-llm",
+                "api_version": "batch/v1",
+                "queue": "team-a",
+            },
+            RequeueParams(JOB, namespace="train", queue="team-a"),
+        ),
         (K.EVICT_POD, {}, None),
         (K.DRAIN, {}, None),
         (K.RECORD, {}, None),
@@ -248,6 +261,7 @@ def test_typed_parameters_are_written_as_string_objects(
         (K.RAISE_CONDITION, {"reason": "X"}, None),
         (K.RECHECK, {"check": "second"}, None),
         (K.TAINT_AT_RISK, {"level": "panic"}, None),
+        (K.REQUEUE_WORKLOAD, {"kind": "Job", "name": "llm"}, None),  # no namespace: nowhere to look
     ],
 )
 def test_a_row_that_cannot_be_read_says_so(

@@ -23,6 +23,7 @@ from app.act.nodes import NodeWriter
 from app.act.reconcile import Reconciler
 from app.act.recorder import Recorder
 from app.act.remediate import Remediators
+from app.act.requeue import Requeuer
 from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
 from app.act.verify import Verifier
@@ -255,6 +256,11 @@ async def _actuators(
         journal=journal,
         metrics=metrics,
     )
+    requeuer = (
+        Requeuer(queue=kube, recorder=recorder, journal=journal, dry_run=dry_run)
+        if isinstance(kube, port.QueuePort)
+        else None
+    )
     executor = Executor(
         nodes=nodes,
         at_risk=AtRiskWriter(kube=kube, recorder=recorder, gates=gates, dry_run=dry_run, clock=clock),
@@ -265,6 +271,7 @@ async def _actuators(
         journal=journal,
         paused=lambda: services.settings.pause,
         clock=clock,
+        requeuer=requeuer,
     )
 
     async def emit(signal: Signal) -> None:
@@ -298,5 +305,6 @@ async def _actuators(
         emit=emit,
         dry_run=dry_run,
         verifier=verifier,
+        requeuer=requeuer,
     )
     return executor, drainer, restarter, nodes

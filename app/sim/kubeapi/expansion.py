@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.sim.kubeapi import builders
+from app.sim.kubeapi import builders, kueue
 from app.sim.kubeapi.resources import (
     DAEMONSETS,
     DEPLOYMENTS,
@@ -21,6 +21,7 @@ from app.sim.kubeapi.resources import (
     PDBS,
     PODS,
     REPLICASETS,
+    WORKLOADS,
     JsonObj,
     Ref,
     ResourceType,
@@ -291,6 +292,9 @@ def expand_jobs(ex: Expansion, specs: Sequence[Any]) -> None:
                 status={"active": len(nodes)},
             ),
         )
+        queue = labels.get(kueue.QUEUE_NAME)
+        if queue:  # a queued Job: Kueue's job integration made its Workload (admitted: see kueue.py)
+            ex.add(WORKLOADS, kueue.workload_for(job, queue=str(queue), uid=ex.uid(), now=ex.now))
         for index, node in enumerate(nodes):
             _job_pod(ex, job, node=node, index=index, spec=spec)
 

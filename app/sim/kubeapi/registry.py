@@ -16,7 +16,7 @@ import contextlib
 import copy
 from typing import Any
 
-from app.sim.kubeapi import controllers, deletion, errors, jobs, microtime, strategies
+from app.sim.kubeapi import controllers, deletion, errors, jobs, kueue, microtime, strategies
 from app.sim.kubeapi.bodies import check_names, decoded, default_for_create, typed_body
 from app.sim.kubeapi.patches import apply_json_patch, apply_merge_patch
 from app.sim.kubeapi.patchmeta import rules_for
@@ -53,6 +53,7 @@ class Registry:
         self.jobs = jobs.JobController(
             store, create_pod=lambda body, ns: self.create(PODS, body, namespace=ns), schedule=schedule
         )
+        self.kueue = kueue.KueueController(store, delete_pod=self.delete, schedule=schedule)
 
     @property
     def _kubelet(self) -> bool:
@@ -127,6 +128,7 @@ class Registry:
             raise errors.already_exists(rt, meta["name"])
         stored = self.store.put(rt, obj)
         self.disruption.sync_now(rt, meta.get("namespace", ""))
+        self.kueue.sync_now(rt, meta.get("namespace", ""))  # a seeded Workload is admitted at once
         return stored
 
     # -- update and patch ----------------------------------------------------------------------------------
@@ -275,3 +277,4 @@ class Registry:
 
     def _after_write(self, rt: ResourceType, namespace: str) -> None:
         self.disruption.observe(rt, namespace)
+        self.kueue.observe(rt, namespace)

@@ -216,6 +216,21 @@ JOBSETS = ResourceType(
     has_generation=True,
     builtin=False,
 )
+# Kueue's admission unit (https://kueue.sigs.k8s.io/docs/reference/kueue.v1beta1/#kueue-x-k8s-io-v1beta1-Workload):
+# spec.active switches it off and on; Kueue's own controller writes status (see `kueue.py`).
+WORKLOADS = ResourceType(
+    group="kueue.x-k8s.io",
+    version="v1beta1",
+    plural="workloads",
+    singular="workload",
+    kind="Workload",
+    namespaced=True,
+    short_names=("wl",),
+    categories=("kueue",),
+    has_status=True,
+    has_generation=True,
+    builtin=False,
+)
 # Create-only and never stored: the answer is the request with its status filled in (see reviews.py).
 TOKENREVIEWS = ResourceType(
     group="authentication.k8s.io",
@@ -250,6 +265,7 @@ ALL_TYPES: tuple[ResourceType, ...] = (
     STATEFULSETS,
     JOBS,
     JOBSETS,
+    WORKLOADS,
     TOKENREVIEWS,
     SUBJECTACCESSREVIEWS,
 )

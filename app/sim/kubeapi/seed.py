@@ -7,7 +7,8 @@ Sections (all optional), expanded in this order:
     deployments: [{name, namespace, nodes: [..], gpus_per_pod, labels}]      # Deployment → ReplicaSet → pods
     daemonsets:  [{name, namespace, labels, nodes: all | [..]}]              # one pod per node
     jobsets:     [{name, namespace, nodes: [..], gpus_per_pod, replicated_job, labels}]  # JobSet → Jobs → pods
-    jobs:        [{name, namespace, nodes: [..], gpus_per_pod, labels}]      # indexed Job → pods
+    jobs:        [{name, namespace, nodes: [..], gpus_per_pod, labels}]      # indexed Job → pods (and,
+                 # with label kueue.x-k8s.io/queue-name, its admitted Kueue Workload)
     pods:        [{name, namespace, node, gpus, phase, ready, labels, owner: {kind, name}}]
     pdbs:        [{name, namespace, minAvailable | maxUnavailable, matchLabels | selector}]
     objects:     [<any full Kubernetes object of a served kind, taken as given>]
