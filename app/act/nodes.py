@@ -18,7 +18,7 @@ from app.act.conditions_in_order import InOrder
 from app.act.gatekeeper import GateKeeper
 from app.act.recorder import Recorder
 from app.act.urgency import Urgency
-from app.decide import footprint, soft
+from app.decide import conditions, footprint, soft
 from app.domain import (
     Action,
     Condition,
@@ -153,7 +153,9 @@ class NodeWriter:
         # Waiting for calm lets the drain that follows a quarantine (evictions are urgent) fail and write
         # DrainFailed first; the ticket, taken when the node was quarantined, keeps that newer word.
         await self._urgency.calm()
-        await self._condition_of(name, footprint.unhealthy_condition(fault, now=self._clock()), ticket=ticket)
+        await self._condition_of(
+            name, conditions.unhealthy_condition(fault, now=self._clock()), ticket=ticket
+        )
         await self._recorder.node_event(
             name, "SickbayQuarantined", f"{cls.value}: {fault.reason}", warning=True
         )
@@ -238,7 +240,7 @@ class NodeWriter:
         current = node.condition(footprint.CONDITION) if node is not None else None
         if node is not None and current is not None and current.reason == footprint.DRAIN_FAILED_REASON:
             await self._condition_of(
-                name, footprint.quarantined_condition(node, fault_class, now=self._clock())
+                name, conditions.quarantined_condition(node, fault_class, now=self._clock())
             )
         return node
 
@@ -253,7 +255,7 @@ class NodeWriter:
             drain_failed_at=now.isoformat(),
         )
         if node is not None:
-            await self._condition_of(name, footprint.drain_failed_condition(fault_class, why=why, now=now))
+            await self._condition_of(name, conditions.drain_failed_condition(fault_class, why=why, now=now))
         return node
 
     async def _condition_of(self, name: str, condition: Condition, *, ticket: int | None = None) -> None:
@@ -281,7 +283,7 @@ class NodeWriter:
         if updated is None:
             return None
         self._gates.forget(name)
-        await self._condition_of(name, footprint.healthy_condition(now=self._clock(), message=why))
+        await self._condition_of(name, conditions.healthy_condition(now=self._clock(), message=why))
         await self._recorder.node_event(name, "SickbayReleased", why)
         return updated
 

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from app.domain import (
-    Condition,
     Fault,
     FaultClass,
     NodePatch,
@@ -157,7 +156,7 @@ def quarantine_patch(
             (ADDED, ",".join(sorted(marks))),
             (FAULT, fault_annotation(fault)),
             (OWNED_BY, identity),
-            (REASON, _one_line(fault.reason)),
+            (REASON, one_line(fault.reason)),
             (SINCE, since or now.isoformat()),
             # A new fault: whatever healthy time was counted before it no longer counts.
             *(((HEALTHY_SINCE, ""),) if node.annotation(HEALTHY_SINCE) is not None else ()),
@@ -265,7 +264,7 @@ def at_risk_patch(node: NodeState, *, level: RiskLevel, reason: str, now: dateti
         node=node.name,
         resource_version=node.resource_version,
         labels=((STATE, RemediationState.AT_RISK.value),) if ours else (),
-        annotations=((REASON, _one_line(reason)), (SINCE, since or now.isoformat())) if ours else (),
+        annotations=((REASON, one_line(reason)), (SINCE, since or now.isoformat())) if ours else (),
         taints=taints,
     )
 
@@ -282,61 +281,6 @@ def clear_at_risk_patch(node: NodeState) -> NodePatch:
         if ours
         else (),
         taints=taints if taints != node.taints else None,
-    )
-
-
-def unhealthy_condition(fault: Fault, *, now: datetime) -> Condition:
-    return Condition(
-        type=CONDITION,
-        status="False",
-        reason=_camel(fault.fault_class.value),
-        message=_one_line(fault.reason)[:1000],
-        last_transition=now,
-    )
-
-
-def quarantined_condition(node: NodeState, fault_class: FaultClass, *, now: datetime) -> Condition:
-    """GpuHealthy=False for a node Sickbay quarantined, rebuilt from the node's own annotations."""
-    return Condition(
-        type=CONDITION,
-        status="False",
-        reason=_camel(fault_class.value),
-        message=_one_line(node.annotation(REASON) or fault_class.value)[:1000],
-        last_transition=now,
-    )
-
-
-def soft_condition(kind: str, *, reason: str, message: str, now: datetime) -> Condition:
-    """`<kind>=True`: a soft signal lasts on this node; the node stays schedulable."""
-    return Condition(
-        type=kind, status="True", reason=reason, message=_one_line(message)[:1000], last_transition=now
-    )
-
-
-def soft_cleared(kind: str, *, message: str, now: datetime) -> Condition:
-    return Condition(
-        type=kind,
-        status="False",
-        reason="NoSoftFault",
-        message=_one_line(message)[:1000],
-        last_transition=now,
-    )
-
-
-def drain_failed_condition(fault_class: FaultClass, *, why: str, now: datetime) -> Condition:
-    """GpuHealthy=False while the drain could not empty the node: the class stays in the message."""
-    return Condition(
-        type=CONDITION,
-        status="False",
-        reason=DRAIN_FAILED_REASON,
-        message=_one_line(f"{fault_class.value}: not handed off, the drain failed: {why}")[:1000],
-        last_transition=now,
-    )
-
-
-def healthy_condition(*, now: datetime, message: str) -> Condition:
-    return Condition(
-        type=CONDITION, status="True", reason="GpusHealthy", message=message, last_transition=now
     )
 
 
@@ -398,9 +342,9 @@ def added(node: NodeState) -> tuple[str, ...]:
     return tuple(part for part in raw.split(",") if part)
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _camel(value: str) -> str:
+def camel(value: str) -> str:
     return "".join(part.capitalize() for part in value.split("-"))

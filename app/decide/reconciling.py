@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from app.config import rules
-from app.decide import drains, evictions, footprint, handoffs, verification
+from app.decide import conditions, drains, evictions, footprint, handoffs, verification
 from app.domain import (
     HARDWARE_CLASSES,
     Condition,
@@ -159,7 +159,7 @@ def lost_condition(node: NodeState, step: Next, *, now: datetime) -> Condition |
     current = node.condition(footprint.CONDITION)
     if current is not None and current.status == "False":
         return None
-    return footprint.quarantined_condition(node, step.fault_class, now=now)
+    return conditions.quarantined_condition(node, step.fault_class, now=now)
 
 
 def health_problem(node: NodeState, *, firing: Collection[str]) -> str | None:
@@ -274,7 +274,7 @@ def soft_condition_step(
     if FaultClass.TRANSIENT.value in firing:
         return Wait(why="a soft signal still fires on the node")
     why = f"no soft signal has fired on the node for {policy.condition_ttl}"
-    return ClearSoft(condition=footprint.soft_cleared(policy.condition, message=why, now=now), why=why)
+    return ClearSoft(condition=conditions.soft_cleared(policy.condition, message=why, now=now), why=why)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from app.config import rules
-from app.decide import footprint
+from app.decide import conditions, footprint
 from app.decide.situation import Situation
 from app.domain import (
     Action,
@@ -202,10 +202,10 @@ def condition_write(
         return Unchanged(f"node opted out ({footprint.MANAGED}=false)")
     current = node.condition(kind)
     if raise_it:
-        wanted = footprint.soft_condition(kind, reason=reason or "SoftFault", message=message, now=now)
+        wanted = conditions.soft_condition(kind, reason=reason or "SoftFault", message=message, now=now)
         if current is not None and (current.status, current.reason) == ("True", wanted.reason):
             return Unchanged(f"{kind} is already True")
         return wanted
     if current is None or current.status != "True":
         return Unchanged(f"{kind} was not raised")
-    return footprint.soft_cleared(kind, message=message, now=now)
+    return conditions.soft_cleared(kind, message=message, now=now)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.config import rules
-from app.decide import drains, footprint
+from app.decide import conditions, drains, footprint
 from app.domain import (
     Action,
     ActionKind,
@@ -137,7 +137,7 @@ def test_leaving_drain_failed_removes_its_marks_and_entering_keeps_them() -> Non
 
 
 def test_the_drain_failed_condition_keeps_the_class_in_its_message() -> None:
-    condition = footprint.drain_failed_condition(
+    condition = conditions.drain_failed_condition(
         FaultClass.REBOOT_NODE, why="1 of 2 pod(s)\n still there", now=T0
     )
     assert (condition.type, condition.status, condition.reason) == ("GpuHealthy", "False", "DrainFailed")
