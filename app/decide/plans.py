@@ -220,7 +220,12 @@ def _hardware(
             params=remediation,
         )
     )
-    release = "never auto-released" if cls is FaultClass.REPLACE else "released after verification"
+    if cls is FaultClass.REPLACE:
+        release = "never auto-released"
+    elif policy.verification.enabled:
+        release = "released after a verification Job passes and the healthy delay"
+    else:
+        release = "released after the healthy delay"
     evictions = sum(1 for a in actions if a.kind is ActionKind.EVICT_POD)
     gang = sum(1 for a in actions if a.kind is ActionKind.RESTART_GANG)
     queued = sum(1 for a in actions if a.kind is ActionKind.REQUEUE_WORKLOAD)

@@ -36,7 +36,7 @@ from app.demo.timeline import Event, Recorder, Scene
 from app.sim.fleet import FleetSim, SimConfig
 
 HEALTHY_DELAY_S = 5
-BUDGET_NODES = 6
+BUDGET_NODES = 8
 SOFT_PERSIST_S = 6  # a soft signal becomes visible on its node after this long (shipped: 15m)
 SCORING_INTERVAL_S = 5.0  # Sickbay's risk scoring cycle (default 5 min)
 SUMMARY_TITLE = "Scenes: latency from the metric change to each step"
