@@ -37,6 +37,10 @@ OVERDUE_GRACE = timedelta(minutes=1)
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
+# What `sickbay.io/verified` says when a partial drain skipped the Job (`_verification_step`).
+PARTIAL_DRAIN_SKIP = "skipped: partial drain"
+
+
 @dataclass(frozen=True, slots=True)
 class Start:
     """Mark the node with a new Job `name` (attempt `attempt`, `failures` failed so far), then create it."""
@@ -125,6 +129,15 @@ def _verification_step(
         )
     failures = failures_of(node)
     name = node.annotation(footprint.VERIFICATION_JOB)
+    if not name and footprint.partially_drained(node):
+        # A partial drain kept the node's other work on its GPUs: a Job asking for all of them cannot be
+        # admitted (the kubelet refuses it: a failed verification), and a DCGM diagnostic beside live
+        # training would compete with it. The reset GPU is judged by the healthy delay alone.
+        return Passed(
+            name=PARTIAL_DRAIN_SKIP,
+            why="verification skipped: a partial drain kept the node's other work, and a DCGM diagnostic "
+            "needs the node's GPUs to itself; release follows the healthy delay",
+        )
     if not name:
         return Start(
             name=job_name(node.name, attempt=failures + 1, now=now),

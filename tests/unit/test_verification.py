@@ -258,3 +258,16 @@ def test_the_shipped_template_runs_dcgm_diag_at_the_policy_level(tmp_path: Any) 
 def test_a_bad_verification_section_is_refused(section: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="verification"):
         rules.Policy.model_validate({"version": 1, "verification": section})
+
+
+def test_a_partially_drained_node_skips_the_job_and_says_why() -> None:
+    # Tainted for the reset, never cordoned: its other workloads still hold GPUs a Job could not get.
+    node = replace(verifying(**{footprint.ADDED: "taint"}), unschedulable=False)
+    assert footprint.partially_drained(node)
+    step = verification.verification_step(node, None, unhealthy=None, policy=POLICY, now=T0)
+    assert isinstance(step, verification.Passed)
+    assert step.name == verification.PARTIAL_DRAIN_SKIP
+    assert "partial drain" in step.why
+    # A whole-node drain of the same class still runs the Job.
+    whole = verification.verification_step(verifying(), None, unhealthy=None, policy=POLICY, now=T0)
+    assert isinstance(whole, verification.Start)
