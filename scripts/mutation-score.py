@@ -9,6 +9,8 @@ unseen too. Skipped mutants and those not run yet are left out of both.
     python scripts/mutation-score.py                  # exit 1 when the overall score is below 90%
     python scripts/mutation-score.py --min 85         # another threshold
     python scripts/mutation-score.py --survivors      # also list every surviving mutant's name
+    python scripts/mutation-score.py --unkilled app/classify   # just the names not killed yet (survived,
+        untested or not run), for `mutmut run NAME...`: after new tests, only these need running again
 
 Standard library only: it runs in the venv that ran mutmut, but needs nothing from it.
 """
@@ -80,9 +82,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--min", type=float, default=90.0, help="the overall score below which to fail")
     parser.add_argument("--survivors", action="store_true", help="list the surviving mutants too")
+    parser.add_argument("--unkilled", nargs="*", metavar="PREFIX", help="print only unkilled mutant names")
     args = parser.parse_args()
 
     by_file = load()
+    if args.unkilled is not None:
+        for source, codes in by_file.items():
+            if args.unkilled and not any(source.startswith(p) for p in args.unkilled):
+                continue
+            for name, code in codes.items():
+                if code not in KILLED and code not in {2, 34}:
+                    print(name)
+        return 0
     if not by_file:
         print("no mutmut results under mutants/: run `make mutate` (mutmut run) first", file=sys.stderr)
         return 2

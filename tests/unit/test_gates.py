@@ -39,7 +39,7 @@ def test_fleet_counts_nodes_and_quarantines_per_pool() -> None:
 def test_a_pool_missing_from_the_fleet_snapshot_is_refused_not_assumed_empty_of_quarantines() -> None:
     fleet = gates.Fleet.of([node("a1"), node("a2")], pool_label=POOL, is_quarantined=set())
     verdict = gates.admit(fleet, pool="gone", breaker=gates.Breaker(), policy=BUDGET, now=NOW)
-    assert not verdict.allowed
+    assert verdict.allowed is False
     assert verdict.reason == (
         "quarantining one more node would exceed pool gone's budget (0/0 quarantined, limit 0)"
     )

@@ -55,8 +55,7 @@ def test_prior_on_gpu_keeps_retry_faults_of_this_gpu_from_other_signals_only() -
 
 def test_n_repeats_of_one_workload_escalate_at_the_threshold() -> None:
     below = follows((past(10),))
-    assert not below.escalate
-    assert below.reason == "occurrence 2 on GPU 0 under 1 workload(s) in 24h"
+    assert below == restart_policy.Escalation(False, "occurrence 2 on GPU 0 under 1 workload(s) in 24h")
     at = follows((past(10), past(20)))
     assert at.escalate
     assert at.reason == "GPU 0 faulted 3 times within 24h (threshold 3)"
@@ -86,8 +85,11 @@ def test_faults_without_a_workload_count_as_repeats_not_as_workloads() -> None:
     assert not lone.escalate
     assert lone.reason == "occurrence 2 on GPU 0 under 1 workload(s) in 24h"
     assert follows((past(10, workload=None), past(11, workload=None)), workload=None).escalate
-    # One named workload and an anonymous fault: one workload, two occurrences.
+    # One named workload and an anonymous fault: one workload, two occurrences, either way round.
     assert not follows((past(10, workload=None),)).escalate
+    assert follows((past(10),), workload=None) == restart_policy.Escalation(
+        False, "occurrence 2 on GPU 0 under 1 workload(s) in 24h"
+    )
 
 
 def test_the_window_bounds_what_counts() -> None:
@@ -103,8 +105,7 @@ def test_other_gpus_faults_do_not_escalate_this_one() -> None:
 
 def test_no_gpu_never_follows_one() -> None:
     verdict = follows((past(10, gpu=None), past(20, gpu=None)), gpu=None)
-    assert not verdict.escalate
-    assert verdict.reason == "no GPU on the signal, so it cannot follow one"
+    assert verdict == restart_policy.Escalation(False, "no GPU on the signal, so it cannot follow one")
 
 
 def attempt(history: tuple[PastFault, ...], workload: str | None = "team/train") -> tuple[int, datetime | None]:
@@ -128,6 +129,7 @@ def test_restart_attempts_count_this_workloads_restarts_only() -> None:
         past(61),  # outside the window
     )
     assert attempt(history) == (3, mine_new.at)
+    assert attempt((past(60),))[0] == 2  # exactly one window ago: still inside
 
 
 def test_a_pod_without_a_workload_always_restarts_first_time() -> None:
