@@ -9,7 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from app.domain import Fault, FaultClass, PastFault, Plan, Signal, SignalSource, SignalStatus
+from app.domain import (
+    Action,
+    ActionKind,
+    Fault,
+    FaultClass,
+    Outcome,
+    OutcomeStatus,
+    PastFault,
+    Plan,
+    PodRef,
+    QuarantineParams,
+    Signal,
+    SignalSource,
+    SignalStatus,
+    Track,
+)
 from app.store import inbox, journal
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -147,3 +162,67 @@ async def test_key_values_are_kept_and_overwritten(book: journal.Journal) -> Non
     await book.put("breaker", "open")
     await book.put("breaker", "closed")
     assert await book.get("breaker") == "closed"
+
+
+def outcome(
+    kind: ActionKind, status: OutcomeStatus, *, node: str = "n1", ago: timedelta = timedelta(0), pod: PodRef | None = None
+) -> Outcome:
+    params = QuarantineParams(FaultClass.RESET_GPU) if kind is ActionKind.QUARANTINE else None
+    action = Action(kind=kind, track=Track.HARDWARE, reason="r", node=node, pod=pod, params=params)
+    return Outcome(action=action, status=status, detail=f"{kind.value} {status.value}", at=NOW - ago, attempts=2)
+
+
+async def test_outcomes_come_back_newest_first_with_every_column(book: journal.Journal) -> None:
+    await book.record_outcomes(7, [])
+    await book.record_outcomes(
+        7,
+        [
+            outcome(ActionKind.QUARANTINE, OutcomeStatus.APPLIED),
+            outcome(ActionKind.RECORD, OutcomeStatus.RECORDED, node="n2", pod=PodRef("ml", "p")),
+        ],
+    )
+    rows = await book.outcomes()
+    assert rows[0] == {
+        "fault_id": 7,
+        "at": NOW.isoformat(),
+        "kind": "record",
+        "track": "hardware",
+        "node": "n2",
+        "pod": str(PodRef("ml", "p")),
+        "status": "recorded",
+        "detail": "record recorded",
+        "attempts": 2,
+    }
+    assert rows[1]["pod"] is None
+    assert [r["node"] for r in await book.outcomes(node="n1")] == ["n1"]
+    assert len(await book.outcomes(limit=1)) == 1
+
+
+async def test_quarantine_times_count_applied_quarantines_of_the_node_since(book: journal.Journal) -> None:
+    week = NOW - timedelta(days=7)
+    await book.record_outcomes(
+        1,
+        [
+            outcome(ActionKind.QUARANTINE, OutcomeStatus.APPLIED, ago=timedelta(days=1)),
+            outcome(ActionKind.QUARANTINE, OutcomeStatus.APPLIED, ago=timedelta(days=7)),  # at the edge
+            outcome(ActionKind.QUARANTINE, OutcomeStatus.APPLIED, ago=timedelta(days=8)),
+            outcome(ActionKind.QUARANTINE, OutcomeStatus.DRY_RUN),
+            outcome(ActionKind.QUARANTINE, OutcomeStatus.APPLIED, node="n2"),
+            outcome(ActionKind.RECORD, OutcomeStatus.APPLIED),
+        ],
+    )
+    assert sorted(await book.quarantine_times(node="n1", since=week)) == [week, NOW - timedelta(days=1)]
+
+
+async def test_rechecks_are_due_oldest_first_and_done_only_at_their_check_number(book: journal.Journal) -> None:
+    a, b, c = signal("a"), signal("b", ago=timedelta(minutes=1)), signal("c")
+    await book.schedule_recheck(a, due=NOW + timedelta(minutes=2), check=1)
+    await book.schedule_recheck(b, due=NOW - timedelta(minutes=1), check=1)
+    await book.schedule_recheck(c, due=NOW + timedelta(hours=1), check=1)
+    await book.schedule_recheck(a, due=NOW, check=2)  # rescheduled: replaces the first
+    due = await book.due_rechecks(NOW)
+    assert due == [(b, 1), (a, 2)]
+    assert await book.due_rechecks(NOW, limit=1) == [(b, 1)]
+    await book.done_rechecks([])
+    await book.done_rechecks([(b, 1), (a, 1)])  # `a` moved on to check 2: it stays
+    assert await book.due_rechecks(NOW + timedelta(hours=2)) == [(a, 2), (c, 1)]
