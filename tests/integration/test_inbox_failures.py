@@ -35,7 +35,9 @@ async def until_the_writer_waits(inbox: Inbox) -> None:
             await asyncio.sleep(0)
 
 
-def record(i: int, *, node: str | None = "n1", source: str = "alertmanager", status: str = "firing") -> Record:
+def record(
+    i: int, *, node: str | None = "n1", source: str = "alertmanager", status: str = "firing"
+) -> Record:
     return Record(
         source=source,
         fingerprint=f"fp{i}",
@@ -118,9 +120,9 @@ async def test_batches_stop_at_the_row_limit_but_a_large_request_still_goes(tmp_
         await lock.acquire()
         first = asyncio.ensure_future(inbox.append([record(0)]))  # taken alone while the lock is held
         await until_the_writer_waits(inbox)
-        rest = [
-            asyncio.ensure_future(inbox.append([record(10 + i), record(20 + i)])) for i in range(3)
-        ] + [asyncio.ensure_future(inbox.append([record(30 + i) for i in range(6)]))]
+        rest = [asyncio.ensure_future(inbox.append([record(10 + i), record(20 + i)])) for i in range(3)] + [
+            asyncio.ensure_future(inbox.append([record(30 + i) for i in range(6)]))
+        ]
         await asyncio.sleep(0)  # all four queued behind the writer
         lock.release()
         results = await settle(asyncio.gather(first, *rest))
@@ -201,7 +203,9 @@ async def test_pending_pages_by_seq_and_mark_counts_attempts(tmp_path: Path) -> 
 async def test_unattributed_counts_all_and_lists_the_newest_first(tmp_path: Path) -> None:
     inbox = await Inbox.open(tmp_path / "i.db")
     try:
-        await settle(inbox.append([record(1, node=None), record(2), record(3, node=None), record(4, node=None)]))
+        await settle(
+            inbox.append([record(1, node=None), record(2), record(3, node=None), record(4, node=None)])
+        )
         count, newest = await inbox.unattributed(limit=2)
         assert count == 3
         assert [r.fingerprint for r in newest] == ["fp4", "fp3"]

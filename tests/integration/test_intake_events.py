@@ -59,7 +59,10 @@ async def stored(client: TestClient[Any, Any]) -> int:
 
 async def test_the_same_agent_event_posted_twice_is_stored_once(client: TestClient[Any, Any]) -> None:
     """The agent re-sends a batch it got no answer for: the event's id makes the resend a duplicate."""
-    assert await post_events(client, gpu_event("e1")) == (200, {"accepted": 1, "duplicates": 0, "rejected": 0})
+    assert await post_events(client, gpu_event("e1")) == (
+        200,
+        {"accepted": 1, "duplicates": 0, "rejected": 0},
+    )
     assert await post_events(client, gpu_event("e1"), gpu_event("e2")) == (
         200,
         {"accepted": 1, "duplicates": 1, "rejected": 0},
@@ -114,14 +117,18 @@ async def test_another_content_type_is_415_naming_it(client: TestClient[Any, Any
 
 
 async def test_a_missing_token_is_401_with_the_challenge(client: TestClient[Any, Any]) -> None:
-    response = await client.post("/api/v1/gpu-events", data="{}", headers={"Content-Type": "application/json"})
+    response = await client.post(
+        "/api/v1/gpu-events", data="{}", headers={"Content-Type": "application/json"}
+    )
     assert response.status == 401
     assert response.headers["WWW-Authenticate"] == 'Bearer realm="sickbay"'
     assert (await response.json())["error"] == "unauthorized"
     assert await metric(client, 'sickbay_requests_rejected_total{reason="unauthorized",source="agent"} 1.0')
 
 
-async def test_an_answer_names_at_most_twenty_refusals_and_keeps_them_all(client: TestClient[Any, Any]) -> None:
+async def test_an_answer_names_at_most_twenty_refusals_and_keeps_them_all(
+    client: TestClient[Any, Any],
+) -> None:
     bad = [gpu_event(f"b{i}", gpu=4096) for i in range(25)]
     status, got = await post_events(client, gpu_event("ok"), *bad)
     assert status == 200
@@ -142,4 +149,6 @@ async def test_an_all_refused_body_says_how_many_and_the_first(client: TestClien
     assert status == 422
     assert got["error"] == "no_valid_events"
     assert got["message"].startswith("no valid events in the body (2 refused); events.0.node: ")
-    assert await metric(client, 'sickbay_requests_rejected_total{reason="no_valid_events",source="agent"} 1.0')
+    assert await metric(
+        client, 'sickbay_requests_rejected_total{reason="no_valid_events",source="agent"} 1.0'
+    )

@@ -56,7 +56,9 @@ def test_a_bare_agent_event_carries_only_its_kind() -> None:
     assert got.pod is None
     assert got.pod_label is None
     # A recovery action of 0 ("none") is still said.
-    assert signals.from_gpu_event(event(recovery_action=0), received_at=RECEIVED).label("recovery_action") == "0"
+    assert (
+        signals.from_gpu_event(event(recovery_action=0), received_at=RECEIVED).label("recovery_action") == "0"
+    )
 
 
 def test_only_a_lost_gpu_without_an_xid_becomes_xid_79() -> None:

@@ -64,7 +64,9 @@ def test_the_agent_event_and_its_alert_merge_within_the_window_only() -> None:
         f"not two (XID 79 ({SHIPPED.catalog.xids[79].name}) is reboot-node in the XID catalog)"
     )
     # Later than the window (either way round): two faults.
-    late = classify(alert(xid=79), rules=SHIPPED, context=[agent_event(79, ago=WINDOW + timedelta(seconds=1))])
+    late = classify(
+        alert(xid=79), rules=SHIPPED, context=[agent_event(79, ago=WINDOW + timedelta(seconds=1))]
+    )
     assert late.rule == "xid"
     early = classify(
         alert(xid=79, ago=WINDOW + timedelta(seconds=1)), rules=SHIPPED, context=[agent_event(79)]
@@ -157,7 +159,9 @@ def test_reasons_of_the_label_and_default_paths(
 
 def test_the_policys_name_table_reason_carries_the_summary() -> None:
     name, cls = next(iter(SHIPPED.policy.alerts.items()))
-    fault = classify(alert(name, annotations={"description": "x", "summary": "remaps ran out"}), rules=SHIPPED)
+    fault = classify(
+        alert(name, annotations={"description": "x", "summary": "remaps ran out"}), rules=SHIPPED
+    )
     assert fault.fault_class is cls
     assert fault.reason == f"policy maps alert {name} to {cls.value}: remaps ran out"
     assert fault.rule == "policy"

@@ -26,7 +26,9 @@ NOW = datetime.now(UTC)
 OPERATOR = Taint("team/maintenance", "yes", "NoSchedule")
 
 
-def node(*, state: str | None = None, taints: tuple[Taint, ...] = (), unschedulable: bool = False, **notes: str) -> NodeState:
+def node(
+    *, state: str | None = None, taints: tuple[Taint, ...] = (), unschedulable: bool = False, **notes: str
+) -> NodeState:
     return NodeState(
         name="n1",
         resource_version="41",
@@ -66,7 +68,9 @@ def fault(cls: FaultClass) -> Fault:
         ("transient", FaultClass.DRIVER_MISMATCH, True),
     ],
 )
-def test_needs_quarantine_only_for_a_graver_class(current: str | None, incoming: FaultClass, needed: bool) -> None:
+def test_needs_quarantine_only_for_a_graver_class(
+    current: str | None, incoming: FaultClass, needed: bool
+) -> None:
     taints = (Taint(footprint.UNHEALTHY, current, "NoSchedule"),) if current else ()
     assert footprint.needs_quarantine(node(taints=taints), incoming) is needed
 
@@ -76,7 +80,11 @@ def test_a_requarantine_keeps_the_first_start_and_the_operators_taint() -> None:
         state="quarantined",
         taints=(OPERATOR, Taint(footprint.UNHEALTHY, "reset-gpu", "NoSchedule")),
         unschedulable=True,
-        **{footprint.OWNED_BY: "sickbay-0", footprint.SINCE: "2026-01-01T00:00:00+00:00", footprint.ADDED: "cordon,taint"},
+        **{
+            footprint.OWNED_BY: "sickbay-0",
+            footprint.SINCE: "2026-01-01T00:00:00+00:00",
+            footprint.ADDED: "cordon,taint",
+        },
     )
     patch = footprint.quarantine_patch(before, fault(FaultClass.REBOOT_NODE), now=NOW, identity="sickbay-1")
     assert patch.node == "n1"
@@ -100,7 +108,9 @@ def test_a_start_left_by_someone_else_is_not_ours_to_keep() -> None:
 
 
 def test_state_patch_names_the_node_and_its_version() -> None:
-    patch = footprint.state_patch(node(**{footprint.HEALTHY_SINCE: "x"}), RemediationState.DRAIN_FAILED, drain_failed="1")
+    patch = footprint.state_patch(
+        node(**{footprint.HEALTHY_SINCE: "x"}), RemediationState.DRAIN_FAILED, drain_failed="1"
+    )
     assert patch == NodePatch(
         node="n1",
         resource_version="41",
@@ -125,7 +135,9 @@ def test_release_removes_only_what_sickbay_added() -> None:
 
 
 def test_at_risk_patch_on_a_healthy_node_and_on_a_quarantined_one() -> None:
-    patch = footprint.at_risk_patch(node(taints=(OPERATOR,)), level=RiskLevel.WARN, reason="sbe\nrising", now=NOW)
+    patch = footprint.at_risk_patch(
+        node(taints=(OPERATOR,)), level=RiskLevel.WARN, reason="sbe\nrising", now=NOW
+    )
     assert patch == NodePatch(
         node="n1",
         resource_version="41",
@@ -134,19 +146,31 @@ def test_at_risk_patch_on_a_healthy_node_and_on_a_quarantined_one() -> None:
         taints=(OPERATOR, Taint(footprint.AT_RISK, "warn", "PreferNoSchedule")),
     )
     again = footprint.at_risk_patch(
-        node(state="at-risk", **{footprint.SINCE: "2026-01-01T00:00:00+00:00"}), level=RiskLevel.ACT, reason="r", now=NOW
+        node(state="at-risk", **{footprint.SINCE: "2026-01-01T00:00:00+00:00"}),
+        level=RiskLevel.ACT,
+        reason="r",
+        now=NOW,
     )
     assert dict(again.annotations)[footprint.SINCE] == "2026-01-01T00:00:00+00:00"
     mid_quarantine = footprint.at_risk_patch(
-        node(state="quarantined", **{footprint.SINCE: "2026-01-01T00:00:00+00:00"}), level=RiskLevel.ACT, reason="r", now=NOW
+        node(state="quarantined", **{footprint.SINCE: "2026-01-01T00:00:00+00:00"}),
+        level=RiskLevel.ACT,
+        reason="r",
+        now=NOW,
     )
     assert (mid_quarantine.labels, mid_quarantine.annotations) == ((), ())
 
 
 def test_clearing_at_risk_leaves_a_remediation_alone() -> None:
-    at_risk = node(state="at-risk", taints=(Taint(footprint.AT_RISK, "act", "NoSchedule"),), **{footprint.REASON: "r"})
+    at_risk = node(
+        state="at-risk", taints=(Taint(footprint.AT_RISK, "act", "NoSchedule"),), **{footprint.REASON: "r"}
+    )
     assert footprint.clear_at_risk_patch(at_risk) == NodePatch(
-        node="n1", resource_version="41", labels=((footprint.STATE, ""),), annotations=((footprint.REASON, ""),), taints=()
+        node="n1",
+        resource_version="41",
+        labels=((footprint.STATE, ""),),
+        annotations=((footprint.REASON, ""),),
+        taints=(),
     )
     quarantined = node(state="quarantined", **{footprint.REASON: "r"})
     cleared = footprint.clear_at_risk_patch(quarantined)

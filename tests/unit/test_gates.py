@@ -76,7 +76,9 @@ def test_the_cluster_budget_refusal_opens_the_breaker_and_says_why() -> None:
 def test_an_open_breaker_refuses_and_remembers_the_refusal() -> None:
     fleet = gates.Fleet.of([node("a1")], pool_label=POOL, is_quarantined=set())
     opened = NOW - timedelta(minutes=20)
-    breaker = gates.Breaker(open=True, opened_at=opened, reason="storm", last_refusal=NOW - timedelta(minutes=1))
+    breaker = gates.Breaker(
+        open=True, opened_at=opened, reason="storm", last_refusal=NOW - timedelta(minutes=1)
+    )
     verdict = gates.admit(fleet, pool="a", breaker=breaker, policy=BUDGET, now=NOW)
     assert verdict == gates.Verdict(
         False,
@@ -96,14 +98,16 @@ def test_an_open_breaker_refuses_and_remembers_the_refusal() -> None:
 def test_the_breaker_stays_open_until_calm_since_its_last_refusal() -> None:
     fleet = gates.Fleet.of([node(f"a{i}") for i in range(10)], pool_label=POOL, is_quarantined=set())
     calm = BUDGET.calm_period
-    refused_lately = gates.Breaker(open=True, opened_at=NOW - 2 * calm, last_refusal=NOW - calm + timedelta(seconds=1))
+    refused_lately = gates.Breaker(
+        open=True, opened_at=NOW - 2 * calm, last_refusal=NOW - calm + timedelta(seconds=1)
+    )
     assert gates.maybe_close(refused_lately, fleet, policy=BUDGET, now=NOW) == refused_lately
     refused_long_ago = gates.Breaker(open=True, opened_at=NOW - 2 * calm, last_refusal=NOW - calm)
     assert gates.maybe_close(refused_long_ago, fleet, policy=BUDGET, now=NOW) == gates.Breaker()
     # Never refused: calm counts from when it opened.
-    assert gates.maybe_close(gates.Breaker(open=True, opened_at=NOW - calm), fleet, policy=BUDGET, now=NOW) == (
-        gates.Breaker()
-    )
+    assert gates.maybe_close(
+        gates.Breaker(open=True, opened_at=NOW - calm), fleet, policy=BUDGET, now=NOW
+    ) == (gates.Breaker())
     young = gates.Breaker(open=True, opened_at=NOW - timedelta(minutes=1))
     assert gates.maybe_close(young, fleet, policy=BUDGET, now=NOW) == young
     # Neither time known: it has just opened.
@@ -142,12 +146,18 @@ def test_the_rate_limit_counts_the_last_minute_only_and_keeps_the_breaker_shut()
 def test_weekly_attempts_count_the_last_seven_days_only() -> None:
     budget = BUDGET.model_copy(update={"attempts_per_week": 2})
     week = timedelta(days=7)
-    assert gates.attempts_exceeded([NOW - timedelta(days=1), NOW - timedelta(days=6, hours=23)], policy=budget, now=NOW)
+    assert gates.attempts_exceeded(
+        [NOW - timedelta(days=1), NOW - timedelta(days=6, hours=23)], policy=budget, now=NOW
+    )
     assert not gates.attempts_exceeded([NOW - timedelta(days=1), NOW - week], policy=budget, now=NOW)
-    assert not gates.attempts_exceeded([NOW - timedelta(days=1), NOW - timedelta(days=7, hours=12)], policy=budget, now=NOW)
+    assert not gates.attempts_exceeded(
+        [NOW - timedelta(days=1), NOW - timedelta(days=7, hours=12)], policy=budget, now=NOW
+    )
 
 
-def gpu_node(name: str, *, gpus: int = 8, level: RiskLevel | None = None, quarantined: bool = False) -> NodeState:
+def gpu_node(
+    name: str, *, gpus: int = 8, level: RiskLevel | None = None, quarantined: bool = False
+) -> NodeState:
     taints: list[Taint] = []
     if level is not None:
         taints.append(Taint(footprint.AT_RISK, level.value, footprint.at_risk_effect(level)))
@@ -183,7 +193,9 @@ def test_the_proactive_budget_admits_up_to_its_slots_and_says_how_many() -> None
     assert gates.admit_proactive(full, node="n3", policy=PROACTIVE) == gates.ProactiveVerdict(
         False, "the proactive budget is full: 2 of 4 GPU nodes at act (limit 2: 0.5 of them, at most 10)"
     )
-    assert gates.admit_proactive(full, node="n1", policy=PROACTIVE) == gates.ProactiveVerdict(True, "already at act")
+    assert gates.admit_proactive(full, node="n1", policy=PROACTIVE) == gates.ProactiveVerdict(
+        True, "already at act"
+    )
 
 
 def test_a_proactive_fraction_of_zero_turns_the_step_off_and_is_never_full() -> None:

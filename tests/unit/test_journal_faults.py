@@ -72,7 +72,9 @@ async def put(
     workload: str | None = "team/train",
 ) -> tuple[int, bool]:
     fault = Fault(fault_class=cls, signal=s, reason=f"why {s.fingerprint}", rule="xid")
-    return await book.record(inbox_seq=seq, fault=fault, plan=Plan.record_only(fault, NOW, "noted"), workload=workload)
+    return await book.record(
+        inbox_seq=seq, fault=fault, plan=Plan.record_only(fault, NOW, "noted"), workload=workload
+    )
 
 
 async def test_a_replayed_inbox_row_is_journaled_once_under_its_first_id(book: journal.Journal) -> None:
@@ -96,14 +98,18 @@ async def test_history_is_this_nodes_firing_faults_since_oldest_first(book: jour
     assert got == [
         PastFault(edge, FaultClass.RESTART_WORKLOAD, None, 13, "team/train", "edge", "GpuXid"),
         PastFault(NOW - timedelta(minutes=30), FaultClass.TRANSIENT, 0, 13, None, "old", "GpuXid"),
-        PastFault(NOW - timedelta(minutes=1), FaultClass.RESTART_WORKLOAD, 0, 13, "team/train", "new", "agent:xid"),
+        PastFault(
+            NOW - timedelta(minutes=1), FaultClass.RESTART_WORKLOAD, 0, 13, "team/train", "new", "agent:xid"
+        ),
     ]
 
 
 async def test_active_alerts_are_those_whose_latest_notification_fires(book: journal.Journal) -> None:
     await put(book, 1, signal("gone", ago=timedelta(minutes=5)), FaultClass.RESET_GPU)
     await put(book, 2, signal("gone", status=SignalStatus.RESOLVED), FaultClass.RESET_GPU)
-    await put(book, 3, signal("back", status=SignalStatus.RESOLVED, ago=timedelta(minutes=5)), FaultClass.REPLACE)
+    await put(
+        book, 3, signal("back", status=SignalStatus.RESOLVED, ago=timedelta(minutes=5)), FaultClass.REPLACE
+    )
     await put(book, 4, signal("back"), FaultClass.REPLACE)
     await put(book, 5, signal("agent-ev", source=SignalSource.AGENT), FaultClass.REBOOT_NODE)
     await put(book, 6, signal("other-node", node="n2"), FaultClass.REBOOT_NODE)
@@ -130,9 +136,9 @@ async def test_recent_signals_are_this_gpus_since_oldest_first(book: journal.Jou
     got = await book.recent_signals(node="n1", gpu=0, since=NOW - timedelta(minutes=10))
     assert [s.fingerprint for s in got] == ["a", "b"]
     assert got[0] == signal("a", ago=timedelta(minutes=9))
-    assert [s.fingerprint for s in await book.recent_signals(node="n1", gpu=None, since=NOW - timedelta(hours=1))] == [
-        "no-gpu"
-    ]
+    assert [
+        s.fingerprint for s in await book.recent_signals(node="n1", gpu=None, since=NOW - timedelta(hours=1))
+    ] == ["no-gpu"]
 
 
 async def test_entries_are_newest_first_with_every_column(book: journal.Journal) -> None:
@@ -165,11 +171,18 @@ async def test_key_values_are_kept_and_overwritten(book: journal.Journal) -> Non
 
 
 def outcome(
-    kind: ActionKind, status: OutcomeStatus, *, node: str = "n1", ago: timedelta = timedelta(0), pod: PodRef | None = None
+    kind: ActionKind,
+    status: OutcomeStatus,
+    *,
+    node: str = "n1",
+    ago: timedelta = timedelta(0),
+    pod: PodRef | None = None,
 ) -> Outcome:
     params = QuarantineParams(FaultClass.RESET_GPU) if kind is ActionKind.QUARANTINE else None
     action = Action(kind=kind, track=Track.HARDWARE, reason="r", node=node, pod=pod, params=params)
-    return Outcome(action=action, status=status, detail=f"{kind.value} {status.value}", at=NOW - ago, attempts=2)
+    return Outcome(
+        action=action, status=status, detail=f"{kind.value} {status.value}", at=NOW - ago, attempts=2
+    )
 
 
 async def test_outcomes_come_back_newest_first_with_every_column(book: journal.Journal) -> None:
@@ -214,7 +227,9 @@ async def test_quarantine_times_count_applied_quarantines_of_the_node_since(book
     assert sorted(await book.quarantine_times(node="n1", since=week)) == [week, NOW - timedelta(days=1)]
 
 
-async def test_rechecks_are_due_oldest_first_and_done_only_at_their_check_number(book: journal.Journal) -> None:
+async def test_rechecks_are_due_oldest_first_and_done_only_at_their_check_number(
+    book: journal.Journal,
+) -> None:
     a, b, c = signal("a"), signal("b", ago=timedelta(minutes=1)), signal("c")
     await book.schedule_recheck(a, due=NOW + timedelta(minutes=2), check=1)
     await book.schedule_recheck(b, due=NOW - timedelta(minutes=1), check=1)

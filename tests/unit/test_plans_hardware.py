@@ -114,7 +114,9 @@ def test_a_pod_of_a_requeue_group_is_evicted_and_nothing_else_restarted() -> Non
     job = (pod("a", "n1"), pod("b", "n2"))
     p = plan(FaultClass.RESET_GPU, Situation(node=NODE, pods_on_node=job[:1], group_pods=job))
     assert of_kind(p, ActionKind.RESTART_GANG) == []
-    assert [a.reason for a in of_kind(p, ActionKind.EVICT_POD)] == ["requeue train/a off the faulty node (job:train/a-owner)"]
+    assert [a.reason for a in of_kind(p, ActionKind.EVICT_POD)] == [
+        "requeue train/a off the faulty node (job:train/a-owner)"
+    ]
     assert p.summary == "quarantine n1, evict 1 GPU pod(s), request reset-gpu; released after verification"
 
 
@@ -139,7 +141,11 @@ def test_leave_to_controller_groups_are_not_touched() -> None:
 
 def test_without_a_node_read_the_plan_drains_the_node() -> None:
     p = plan(FaultClass.REPLACE, Situation.unknown())
-    assert [a.kind for a in p.actions] == [ActionKind.QUARANTINE, ActionKind.DRAIN, ActionKind.REQUEST_REMEDIATION]
+    assert [a.kind for a in p.actions] == [
+        ActionKind.QUARANTINE,
+        ActionKind.DRAIN,
+        ActionKind.REQUEST_REMEDIATION,
+    ]
     assert p.actions[1] == Action(
         kind=ActionKind.DRAIN, track=Track.WORKLOAD, node="n1", reason="move GPU pods off the node"
     )
@@ -192,7 +198,10 @@ def test_an_already_quarantined_node_says_for_what() -> None:
 
 
 def test_record_only_reasons() -> None:
-    resolved = replace(fault(FaultClass.REBOOT_NODE), signal=replace(fault(FaultClass.REBOOT_NODE).signal, status=SignalStatus.RESOLVED))
+    resolved = replace(
+        fault(FaultClass.REBOOT_NODE),
+        signal=replace(fault(FaultClass.REBOOT_NODE).signal, status=SignalStatus.RESOLVED),
+    )
     assert plans.plan_for(resolved, policy=POLICY, now=NOW).summary == (
         "resolved signal: recorded; release is decided by reconciliation, not here"
     )

@@ -108,7 +108,9 @@ def test_no_gpu_never_follows_one() -> None:
     assert verdict == restart_policy.Escalation(False, "no GPU on the signal, so it cannot follow one")
 
 
-def attempt(history: tuple[PastFault, ...], workload: str | None = "team/train") -> tuple[int, datetime | None]:
+def attempt(
+    history: tuple[PastFault, ...], workload: str | None = "team/train"
+) -> tuple[int, datetime | None]:
     return restart_policy.restart_attempt(
         history, workload=workload, fingerprint="now", now=NOW, window=timedelta(hours=1)
     )

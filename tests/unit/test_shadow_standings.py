@@ -19,10 +19,21 @@ START = shadow.first_contact("m1", fleet="prod", now=NOW - timedelta(days=1))
 
 
 def test_first_contact_is_unvalidated_by_start() -> None:
-    assert START == shadow.Standing(
-        "m1", "prod", shadow.Reason.UNVALIDATED, "not yet validated on this fleet's own history", NOW - timedelta(days=1), "start"
+    assert (
+        shadow.Standing(
+            "m1",
+            "prod",
+            shadow.Reason.UNVALIDATED,
+            "not yet validated on this fleet's own history",
+            NOW - timedelta(days=1),
+            "start",
+        )
+        == START
     )
-    assert START.shadow_note() == "model m1 on fleet prod: unvalidated, not yet validated on this fleet's own history"
+    assert (
+        START.shadow_note()
+        == "model m1 on fleet prod: unvalidated, not yet validated on this fleet's own history"
+    )
 
 
 def test_a_backtest_at_the_limit_passes_and_one_above_fails() -> None:
@@ -55,12 +66,21 @@ def test_an_operators_word_says_who_and_why() -> None:
         "m1", "prod", shadow.Reason.OPERATOR_VALIDATED, "validated by an operator", NOW, "operator:ana"
     )
     held = shadow.by_operator(validated, validate=False, who="bo", now=NOW)
-    assert (held.reason, held.detail, held.by) == (shadow.Reason.OPERATOR_SHADOW, "sent to shadow by an operator", "operator:bo")
-    assert shadow.by_operator(START, validate=True, who="ana", now=NOW, note="checked by hand").detail == "checked by hand"
+    assert (held.reason, held.detail, held.by) == (
+        shadow.Reason.OPERATOR_SHADOW,
+        "sent to shadow by an operator",
+        "operator:bo",
+    )
+    assert (
+        shadow.by_operator(START, validate=True, who="ana", now=NOW, note="checked by hand").detail
+        == "checked by hand"
+    )
 
 
 def test_too_many_flagged_gpus_trip_the_guard() -> None:
-    state, trip = shadow.check_guard(shadow.Reading(flagged_gpus=4, gpus=100, budget_full=False), shadow.GuardState(), POLICY, now=NOW)
+    state, trip = shadow.check_guard(
+        shadow.Reading(flagged_gpus=4, gpus=100, budget_full=False), shadow.GuardState(), POLICY, now=NOW
+    )
     assert state == shadow.GuardState(None)
     assert trip == (
         shadow.Reason.GUARD_FLAGGED,

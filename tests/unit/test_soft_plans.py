@@ -32,7 +32,12 @@ POLICY = rules.load_policy(RULES_DIR / "policy.yaml")  # persist_after 15m, repe
 
 
 def fault(
-    *, ago: timedelta = timedelta(0), gpu: int | None = 0, name: str = "GpuHot", rule: str = "label", fp: str = "f"
+    *,
+    ago: timedelta = timedelta(0),
+    gpu: int | None = 0,
+    name: str = "GpuHot",
+    rule: str = "label",
+    fp: str = "f",
 ) -> Fault:
     signal = Signal(
         source=SignalSource.ALERTMANAGER,
@@ -47,13 +52,23 @@ def fault(
     return Fault(fault_class=FaultClass.TRANSIENT, signal=signal, reason="hot", rule=rule)
 
 
-def firing(f: Fault, history: tuple[PastFault, ...] = (), policy: rules.Policy = POLICY) -> Plan | soft.Escalate:
-    return soft.plan_firing(f, policy=policy, now=NOW, situation=Situation(node=None, history=history), workload="w")
+def firing(
+    f: Fault, history: tuple[PastFault, ...] = (), policy: rules.Policy = POLICY
+) -> Plan | soft.Escalate:
+    return soft.plan_firing(
+        f, policy=policy, now=NOW, situation=Situation(node=None, history=history), workload="w"
+    )
 
 
 def past(f: Fault, *, ago: timedelta, fp: str, gpu: int | None = 0, name: str = "GpuHot") -> PastFault:
     return PastFault(
-        at=NOW - ago, fault_class=FaultClass.TRANSIENT, gpu=gpu, xid=None, workload=None, fingerprint=fp, name=name
+        at=NOW - ago,
+        fault_class=FaultClass.TRANSIENT,
+        gpu=gpu,
+        xid=None,
+        workload=None,
+        fingerprint=fp,
+        name=name,
     )
 
 
@@ -141,7 +156,10 @@ def test_repeats_within_the_window_on_this_gpu_raise_the_condition() -> None:
 
 def test_repeats_on_a_node_level_signal_say_this_node() -> None:
     f = fault(gpu=None)
-    history = (past(f, ago=timedelta(hours=1), fp="a", gpu=None), past(f, ago=timedelta(hours=2), fp="b", gpu=None))
+    history = (
+        past(f, ago=timedelta(hours=1), fp="a", gpu=None),
+        past(f, ago=timedelta(hours=2), fp="b", gpu=None),
+    )
     plan = firing(f, history)
     assert isinstance(plan, Plan)
     assert "3 separate times on this node within" in plan.actions[0].reason
@@ -172,7 +190,9 @@ def test_a_policy_class_sends_a_lasting_signal_to_the_hardware_track() -> None:
 
 def test_a_resolved_soft_signal_clears_the_condition() -> None:
     f = replace(fault(), signal=replace(fault().signal, status=SignalStatus.RESOLVED))
-    plan = soft.plan_resolved(f, policy=POLICY.transient, now=NOW, situation=Situation(node=None, soft_firing=("f",)))
+    plan = soft.plan_resolved(
+        f, policy=POLICY.transient, now=NOW, situation=Situation(node=None, soft_firing=("f",))
+    )
     assert plan == Plan(
         fault=f,
         decided_at=NOW,
@@ -196,7 +216,12 @@ def test_a_resolved_soft_signal_clears_the_condition() -> None:
 
 @pytest.mark.parametrize(
     ("name", "reason"),
-    [("GpuHot", "GpuHot"), ("gpu_temp high", "GpuTempHigh"), ("---", "SoftFault"), ("a" * 200, "A" + "a" * 127)],
+    [
+        ("GpuHot", "GpuHot"),
+        ("gpu_temp high", "GpuTempHigh"),
+        ("---", "SoftFault"),
+        ("a" * 200, "A" + "a" * 127),
+    ],
 )
 def test_condition_reason_is_camel_case_and_bounded(name: str, reason: str) -> None:
     assert soft.condition_reason(fault(name=name)) == reason

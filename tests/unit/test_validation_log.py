@@ -23,7 +23,9 @@ async def log(tmp_path: Path) -> AsyncIterator[validation.ValidationLog]:
         await db.close()
 
 
-def row(version: str, *, fleet: str = "prod", minutes: int = 0, acting: bool = False, **kw: object) -> validation.Row:
+def row(
+    version: str, *, fleet: str = "prod", minutes: int = 0, acting: bool = False, **kw: object
+) -> validation.Row:
     return validation.Row(
         at=NOW + timedelta(minutes=minutes),
         version=version,
@@ -43,7 +45,15 @@ async def test_a_row_comes_back_as_written(log: validation.ValidationLog) -> Non
     assert got == [
         validation.Row(NOW, "m2", "prod", "new-version", False, "detail of m2", "sickbay", None, id=2),
         validation.Row(
-            NOW, "m1", "prod", "new-version", True, "detail of m1", "sickbay", {"recall": 0.9, "cases": [1, 2]}, id=1
+            NOW,
+            "m1",
+            "prod",
+            "new-version",
+            True,
+            "detail of m1",
+            "sickbay",
+            {"recall": 0.9, "cases": [1, 2]},
+            id=1,
         ),
     ]
     assert got[1].as_dict() == {

@@ -49,7 +49,9 @@ def with_entry(xid: int, **update: object) -> rules.XidCatalog:
     return CATALOG.model_copy(update={"xids": {**CATALOG.xids, xid: entry}})
 
 
-def decode(signal: Signal, context: list[Signal], catalog: rules.XidCatalog = CATALOG, **policy: object) -> xids.Decoded:
+def decode(
+    signal: Signal, context: list[Signal], catalog: rules.XidCatalog = CATALOG, **policy: object
+) -> xids.Decoded:
     assert signal.xid is not None
     classification = POLICY.classification.model_copy(update=policy)
     return xids.decode(
@@ -107,7 +109,12 @@ def test_a_depends_entry_without_a_rule_is_refused() -> None:
 
 @pytest.mark.parametrize(
     "labels",
-    [{"row_remap_failure": "1"}, {"row_remap_failure": " TRUE "}, {"remap_failure": "yes"}, {"remap_failure": "Yes"}],
+    [
+        {"row_remap_failure": "1"},
+        {"row_remap_failure": " TRUE "},
+        {"remap_failure": "yes"},
+        {"remap_failure": "Yes"},
+    ],
 )
 def test_a_remap_failure_flag_makes_xid_48_a_replacement(labels: dict[str, str]) -> None:
     decoded = decode(sig(48, **labels), [])
@@ -135,7 +142,10 @@ def test_a_remap_flag_that_says_no_is_no_failure(value: str) -> None:
 def test_xid_45_beside_itself_only_is_still_alone() -> None:
     decoded = decode(sig(45), [sig(45, fp="another-45")])
     assert decoded.fault_class is FaultClass.IGNORE
-    assert decoded.reason == "XID 45 alone is cleanup after another error (or a killed process), never a root cause"
+    assert (
+        decoded.reason
+        == "XID 45 alone is cleanup after another error (or a killed process), never a root cause"
+    )
 
 
 def test_signals_without_an_xid_and_unknown_xids_are_passed_over_not_the_end() -> None:
@@ -231,7 +241,12 @@ def test_old_repeats_and_other_links_do_not_count() -> None:
 
 @pytest.mark.parametrize(
     ("window", "said"),
-    [(timedelta(hours=2), "2h"), (timedelta(minutes=90), "90m"), (timedelta(minutes=2), "2m"), (timedelta(seconds=45), "45s")],
+    [
+        (timedelta(hours=2), "2h"),
+        (timedelta(minutes=90), "90m"),
+        (timedelta(minutes=2), "2m"),
+        (timedelta(seconds=45), "45s"),
+    ],
 )
 def test_the_window_is_said_in_its_largest_whole_unit(window: timedelta, said: str) -> None:
     decoded = decode(sig(74, link="0"), [], link_window=window)
@@ -255,9 +270,9 @@ def test_resolved_or_stale_signals_do_not_decode_a_depends_xid() -> None:
     assert classify(sig(48), rules=SHIPPED, context=[resolved]).fault_class is FaultClass.RESET_GPU
     assert classify(sig(48), rules=SHIPPED, context=[stale]).fault_class is FaultClass.RESET_GPU
     assert classify(sig(48), rules=SHIPPED, context=[edge]).fault_class is FaultClass.REPLACE
-    assert classify(sig(45), rules=SHIPPED, context=[replace(sig(79), status=SignalStatus.RESOLVED)]).fault_class is (
-        FaultClass.IGNORE
-    )
+    assert classify(
+        sig(45), rules=SHIPPED, context=[replace(sig(79), status=SignalStatus.RESOLVED)]
+    ).fault_class is (FaultClass.IGNORE)
 
 
 def test_link_repeats_reach_back_the_link_window_not_the_context_window() -> None:
