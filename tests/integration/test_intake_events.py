@@ -152,3 +152,46 @@ async def test_an_all_refused_body_says_how_many_and_the_first(client: TestClien
     assert await metric(
         client, 'sickbay_requests_rejected_total{reason="no_valid_events",source="agent"} 1.0'
     )
+
+
+async def test_each_new_unattributed_alert_is_counted_and_logged_whole(
+    client: TestClient[Any, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    named = alert(fingerprint="named")
+    first = alert(fingerprint="nobody-1", node="", alertname="GpuHot")
+    second = alert(fingerprint="nobody-2", node="")
+    del second["labels"]["alertname"]
+    with caplog.at_level("WARNING", logger="app.ingest.handlers"):
+        response = await client.post(
+            "/api/v1/alerts", data=json.dumps(webhook(named, first, second)), headers=AUTH
+        )
+    assert response.status == 200
+    assert await metric(client, "sickbay_alerts_unattributed_total 2.0")
+    warnings = [r.getMessage() for r in caplog.records if "names no node" in r.getMessage()]
+    keys = ", ".join(make_settings(Path("unused")).node_label_keys)
+    assert warnings == [
+        f"alert 'GpuHot' (firing, fingerprint nobody-1) names no node: none of the labels {keys} is set; it is "
+        "recorded as unattributed and no node will be acted on",
+        f"alert 'unnamed' (firing, fingerprint nobody-2) names no node: none of the labels {keys} is set; it is "
+        "recorded as unattributed and no node will be acted on",
+    ]
+
+
+async def test_only_a_401_carries_the_challenge(client: TestClient[Any, Any]) -> None:
+    response = await client.post(
+        "/api/v1/gpu-events", data="<x/>", headers={**AUTH, "Content-Type": "application/xml"}
+    )
+    assert response.status == 415
+    assert "WWW-Authenticate" not in response.headers
+
+
+async def test_refusals_are_logged_once_per_request_with_the_first(
+    client: TestClient[Any, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="app.ingest.handlers"):
+        await post_events(client, gpu_event("ok"), gpu_event("b1", node="../x"), gpu_event("b2", gpu=-1))
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused")]
+    assert len(lines) == 1
+    assert lines[0].startswith(
+        "refused 2 of 3 events (kept in GET /api/v1/rejected); first at 'events.1.node' (invalid_event): "
+    )
