@@ -9,6 +9,7 @@ import pytest
 
 from app.decide import footprint
 from app.domain import (
+    Condition,
     Fault,
     FaultClass,
     NodePatch,
@@ -185,3 +186,38 @@ def test_the_unhealthy_condition_says_the_class() -> None:
         "RebootNode",
         "XID 79 fell off the bus",
     )
+
+
+def test_the_conditions_sickbay_writes_compared_whole() -> None:
+    long = "x " * 800
+    assert footprint.healthy_condition(now=NOW, message="all GPUs back") == Condition(
+        type="GpuHealthy", status="True", reason="GpusHealthy", message="all GPUs back", last_transition=NOW
+    )
+    assert footprint.soft_condition(
+        "GpuSoftFault", reason="GpuHot", message="hot\n  again", now=NOW
+    ) == Condition(
+        type="GpuSoftFault", status="True", reason="GpuHot", message="hot again", last_transition=NOW
+    )
+    assert len(footprint.soft_condition("K", reason="R", message=long, now=NOW).message) == 1000
+    assert footprint.soft_cleared("GpuSoftFault", message="quiet", now=NOW) == Condition(
+        type="GpuSoftFault", status="False", reason="NoSoftFault", message="quiet", last_transition=NOW
+    )
+    assert footprint.unhealthy_condition(fault(FaultClass.REPLACE), now=NOW) == Condition(
+        type="GpuHealthy",
+        status="False",
+        reason="Replace",
+        message="XID 79 fell off the bus",
+        last_transition=NOW,
+    )
+    quarantined = node(**{footprint.REASON: "XID 48\nremap"})
+    assert footprint.quarantined_condition(quarantined, FaultClass.RESET_GPU, now=NOW) == Condition(
+        type="GpuHealthy", status="False", reason="ResetGpu", message="XID 48 remap", last_transition=NOW
+    )
+    assert footprint.quarantined_condition(node(), FaultClass.RESET_GPU, now=NOW).message == "reset-gpu"
+
+
+def test_fault_of_reads_only_a_json_object() -> None:
+    assert footprint.fault_of(node(**{footprint.FAULT: '{"class": "replace"}'})) == {"class": "replace"}
+    assert footprint.fault_of(node(**{footprint.FAULT: "[1]"})) == {}
+    assert footprint.fault_of(node(**{footprint.FAULT: "{broken"})) == {}
+    assert footprint.fault_of(node()) == {}
