@@ -88,11 +88,11 @@ backtest-acceptance: setup
 # mutants not yet killed (after new tests). Niced: it would otherwise take every core for its length.
 MUTATE_CHILDREN ?= 2
 MUTATE_MIN ?= 90
-mutate: setup
+mutate: $(STAMP)
 	nice -n 10 $(BIN)/mutmut run --max-children $(MUTATE_CHILDREN)
 	$(BIN)/python scripts/mutation-score.py --min $(MUTATE_MIN)
 
-mutate-again: setup
+mutate-again: $(STAMP)
 	nice -n 10 $(BIN)/mutmut run --max-children $(MUTATE_CHILDREN) $$($(BIN)/python scripts/mutation-score.py --unkilled)
 	$(BIN)/python scripts/mutation-score.py --min $(MUTATE_MIN)
 
