@@ -124,3 +124,22 @@ def test_remediation_step_reasons() -> None:
     assert step(owned(S.REMEDIATING, **requested(asked))) == reconciling.Wait(
         why=f"reset-gpu requested at {asked.isoformat()}", until=asked + timedelta(hours=1)
     )
+
+
+def test_the_fault_annotation_wins_over_the_taint() -> None:
+    node = owned(S.QUARANTINED, FaultClass.RESET_GPU)
+    annotated = NodeState(
+        name="n1",
+        taints=node.taints,
+        annotations=((footprint.FAULT, '{"class":"reboot-node"}'),),
+    )
+    assert reconciling.fault_class(annotated) is FaultClass.REBOOT_NODE
+    unreadable = NodeState(name="n1", annotations=((footprint.FAULT, '{"class":"bogus"}'),))
+    assert reconciling.fault_class(unreadable) is None
+
+
+def test_a_one_gpu_node_short_of_its_gpu_is_not_healthy() -> None:
+    got = reconciling.release_step(
+        owned(S.VERIFYING, capacity=1, allocatable=0), firing=[], policy=POLICY.release, now=T0
+    )
+    assert got == reconciling.Wait(why="not healthy: GPU allocatable 0 is below capacity 1")
