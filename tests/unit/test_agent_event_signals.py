@@ -113,3 +113,61 @@ def test_instance_host(instance: str, host: str) -> None:
 )
 def test_is_scrape_target(labels: dict[str, str], target: bool) -> None:
     assert signals.is_scrape_target(labels, exporters=("dcgm-exporter",)) is target
+
+
+def alert(labels: dict[str, str], **fields: Any) -> payloads.AlertmanagerAlert:
+    body: dict[str, Any] = {
+        "status": "firing",
+        "labels": {"node": "gpu-02", **labels},
+        "startsAt": RECEIVED.isoformat(),
+        "endsAt": "0001-01-01T00:00:00Z",
+        "fingerprint": "0123456789abcdef",
+        **fields,
+    }
+    return payloads.AlertmanagerAlert.model_validate(body)
+
+
+KEYS = signals.NodeKeys(keys=("node",), exporters=("dcgm-exporter",))
+
+
+@pytest.mark.parametrize(
+    ("labels", "where", "message"),
+    [
+        ({"gpu": "1024"}, "alerts.labels.gpu", "GPU index 1024 is out of range (0..1023)"),
+        ({"xid": "65536"}, "alerts.labels.xid", "XID 65536 is out of range (0..65535)"),
+        ({"gpu": "x"}, "alerts.labels.gpu", "GPU index must be an integer 0..1023, got 'x'"),
+        ({"xid": "", "err_code": "x"}, "alerts.labels.err_code", "XID must be an integer 0..65535, got 'x'"),
+    ],
+)
+def test_the_hot_path_and_the_signal_refuse_alike(labels: dict[str, str], where: str, message: str) -> None:
+    for check in (
+        lambda: signals.admit_alert(alert(labels), keys=KEYS, where="alerts"),
+        lambda: signals.from_alert(alert(labels), keys=KEYS, received_at=RECEIVED),
+    ):
+        with pytest.raises(signals.SignalError) as caught:
+            check()
+        assert (caught.value.where, caught.value.message) == (where, message)
+        assert str(caught.value) == f"{where}: {message}"
+
+
+def test_an_empty_label_gives_way_to_the_next_name() -> None:
+    got = signals.from_alert(
+        alert({"gpu": "", "gpu_index": "5", "xid": "", "err_code": "79"}), keys=KEYS, received_at=RECEIVED
+    )
+    assert (got.gpu, got.xid) == (5, 79)
+    assert signals.from_alert(alert({}), keys=KEYS, received_at=RECEIVED).name == "unnamed"
+
+
+def test_a_bad_pod_label_is_located_under_labels() -> None:
+    with pytest.raises(signals.SignalError) as caught:
+        signals.admit_alert(alert({"pod": "..", "namespace": "ml"}), keys=KEYS, where="alerts.3")
+    assert caught.value.where.startswith("alerts.3.labels.")
+
+
+def test_utc_keeps_the_instant() -> None:
+    naive = datetime(2026, 3, 1, 10, 0)
+    assert signals.utc(naive) == datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    assert signals.utc(naive).tzinfo is UTC
+    aware = datetime.fromisoformat("2026-03-01T10:00:00+01:00")
+    assert signals.utc(aware).tzinfo is UTC
+    assert signals.utc(aware) == aware
