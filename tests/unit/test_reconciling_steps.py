@@ -3,12 +3,12 @@ hand-off read it) and the sentence the journal and `explain` show for it."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
 from app.decide import footprint, reconciling
-from app.domain import FaultClass, NodeState, RemediationState
+from app.domain import Condition, FaultClass, NodeState, RemediationState
 from tests.unit.test_reconciling import POLICY, T0, owned, requested, since
 
 Step = reconciling.Step
@@ -143,3 +143,75 @@ def test_a_one_gpu_node_short_of_its_gpu_is_not_healthy() -> None:
         owned(S.VERIFYING, capacity=1, allocatable=0), firing=[], policy=POLICY.release, now=T0
     )
     assert got == reconciling.Wait(why="not healthy: GPU allocatable 0 is below capacity 1")
+
+
+GRACE = POLICY.release.allocatable_grace
+
+
+def short_node(**notes: str) -> NodeState:
+    return NodeState(name="n1", gpu_capacity=8, gpu_allocatable=7, annotations=tuple(notes.items()))
+
+
+def capacity(node: NodeState, now: datetime = T0, signalled: datetime | None = None) -> object:
+    return reconciling.capacity_step(node, policy=POLICY.release, now=now, signalled=signalled)
+
+
+def test_capacity_steps_compared_whole() -> None:
+    short = "GPU allocatable 7 below capacity 8"
+    mark = {footprint.ALLOCATABLE_SHORT_SINCE: T0.isoformat()}
+    assert capacity(short_node()) == reconciling.MarkShort(
+        since=T0, why=f"{short}: signalled at {(T0 + GRACE).isoformat()} if so still"
+    )
+    later = T0 + timedelta(seconds=1)
+    assert capacity(short_node(**mark), later) == reconciling.Wait(
+        why=f"{short} since {T0.isoformat()}", until=T0 + GRACE
+    )
+    due = capacity(short_node(**mark), T0 + GRACE)
+    assert isinstance(due, reconciling.SignalShort)
+    assert due.mark is False
+    assert due.signal.fingerprint == f"allocatable-n1-{int(T0.timestamp())}"
+    assert (due.signal.starts_at, due.signal.received_at, due.signal.node) == (T0, T0 + GRACE, "n1")
+    assert due.signal.name == reconciling.ALLOCATABLE_ALERT
+    assert due.signal.label("sickbay_class") == "reset-gpu"
+    assert dict(due.signal.annotations)["summary"] == (
+        f"{short} for longer than {GRACE}: the device plugin marked a GPU unhealthy"
+    )
+    assert capacity(short_node(**mark), T0 + GRACE, signalled=T0) == reconciling.Wait(why="signalled already")
+    back = NodeState(name="n1", gpu_capacity=8, gpu_allocatable=8, annotations=tuple(mark.items()))
+    assert capacity(back) == reconciling.MarkShort(since=None, why="allocatable is back to capacity")
+    assert capacity(NodeState(name="n1", gpu_capacity=8, gpu_allocatable=8)) == reconciling.Wait(
+        why="allocatable is back to capacity"
+    )
+    opted_out = NodeState(
+        name="n1", gpu_capacity=8, gpu_allocatable=7, labels=((footprint.MANAGED, "false"),)
+    )
+    assert capacity(opted_out) == reconciling.Wait(why="opted out (sickbay.io/managed=false)")
+
+
+def test_a_held_node_is_marked_but_never_signalled() -> None:
+    held = owned(S.QUARANTINED, capacity=8, allocatable=7)
+    got = capacity(held, T0)
+    assert isinstance(got, reconciling.MarkShort)
+    assert got.since == T0
+    marked = owned(
+        S.QUARANTINED, capacity=8, allocatable=7, **{footprint.ALLOCATABLE_SHORT_SINCE: T0.isoformat()}
+    )
+    assert capacity(marked, T0 + GRACE) == reconciling.Wait(why="Sickbay holds the node")
+
+
+def test_soft_condition_steps_compared_whole() -> None:
+    ttl = POLICY.transient.condition_ttl
+    raised = NodeState(
+        name="n1",
+        conditions=(Condition(type="GpuSoftFault", status="True", reason="GpuHot", last_transition=T0),),
+    )
+
+    def step(firing: list[str], now: datetime) -> object:
+        return reconciling.soft_condition_step(raised, firing=firing, policy=POLICY.transient, now=now)
+
+    assert step([], T0) == reconciling.Wait(why=f"GpuSoftFault is not True, or not for {ttl}")
+    assert step(["transient"], T0 + ttl) == reconciling.Wait(why="a soft signal still fires on the node")
+    why = f"no soft signal has fired on the node for {ttl}"
+    assert step(["reset-gpu"], T0 + ttl) == reconciling.ClearSoft(
+        condition=footprint.soft_cleared("GpuSoftFault", message=why, now=T0 + ttl), why=why
+    )
