@@ -141,7 +141,7 @@ KEYS = signals.NodeKeys(keys=("node",), exporters=("dcgm-exporter",))
 )
 def test_the_hot_path_and_the_signal_refuse_alike(labels: dict[str, str], where: str, message: str) -> None:
     for check in (
-        lambda: signals.admit_alert(alert(labels), keys=KEYS, where="alerts"),
+        lambda: signals.admit_alert(alert(labels), keys=KEYS, where="alerts", now=RECEIVED),
         lambda: signals.from_alert(alert(labels), keys=KEYS, received_at=RECEIVED),
     ):
         with pytest.raises(signals.SignalError) as caught:
@@ -160,7 +160,7 @@ def test_an_empty_label_gives_way_to_the_next_name() -> None:
 
 def test_a_bad_pod_label_is_located_under_labels() -> None:
     with pytest.raises(signals.SignalError) as caught:
-        signals.admit_alert(alert({"pod": "..", "namespace": "ml"}), keys=KEYS, where="alerts.3")
+        signals.admit_alert(alert({"pod": "..", "namespace": "ml"}), keys=KEYS, where="alerts.3", now=RECEIVED)
     assert caught.value.where.startswith("alerts.3.labels.")
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.decide import footprint
+from app.decide import conditions, footprint
 from app.domain import (
     Condition,
     Fault,
@@ -179,7 +179,7 @@ def test_clearing_at_risk_leaves_a_remediation_alone() -> None:
 
 
 def test_the_unhealthy_condition_says_the_class() -> None:
-    condition = footprint.unhealthy_condition(fault(FaultClass.REBOOT_NODE), now=NOW)
+    condition = conditions.unhealthy_condition(fault(FaultClass.REBOOT_NODE), now=NOW)
     assert (condition.type, condition.status, condition.reason, condition.message) == (
         "GpuHealthy",
         "False",
@@ -190,19 +190,19 @@ def test_the_unhealthy_condition_says_the_class() -> None:
 
 def test_the_conditions_sickbay_writes_compared_whole() -> None:
     long = "x " * 800
-    assert footprint.healthy_condition(now=NOW, message="all GPUs back") == Condition(
+    assert conditions.healthy_condition(now=NOW, message="all GPUs back") == Condition(
         type="GpuHealthy", status="True", reason="GpusHealthy", message="all GPUs back", last_transition=NOW
     )
-    assert footprint.soft_condition(
+    assert conditions.soft_condition(
         "GpuSoftFault", reason="GpuHot", message="hot\n  again", now=NOW
     ) == Condition(
         type="GpuSoftFault", status="True", reason="GpuHot", message="hot again", last_transition=NOW
     )
-    assert len(footprint.soft_condition("K", reason="R", message=long, now=NOW).message) == 1000
-    assert footprint.soft_cleared("GpuSoftFault", message="quiet", now=NOW) == Condition(
+    assert len(conditions.soft_condition("K", reason="R", message=long, now=NOW).message) == 1000
+    assert conditions.soft_cleared("GpuSoftFault", message="quiet", now=NOW) == Condition(
         type="GpuSoftFault", status="False", reason="NoSoftFault", message="quiet", last_transition=NOW
     )
-    assert footprint.unhealthy_condition(fault(FaultClass.REPLACE), now=NOW) == Condition(
+    assert conditions.unhealthy_condition(fault(FaultClass.REPLACE), now=NOW) == Condition(
         type="GpuHealthy",
         status="False",
         reason="Replace",
@@ -210,10 +210,10 @@ def test_the_conditions_sickbay_writes_compared_whole() -> None:
         last_transition=NOW,
     )
     quarantined = node(**{footprint.REASON: "XID 48\nremap"})
-    assert footprint.quarantined_condition(quarantined, FaultClass.RESET_GPU, now=NOW) == Condition(
+    assert conditions.quarantined_condition(quarantined, FaultClass.RESET_GPU, now=NOW) == Condition(
         type="GpuHealthy", status="False", reason="ResetGpu", message="XID 48 remap", last_transition=NOW
     )
-    assert footprint.quarantined_condition(node(), FaultClass.RESET_GPU, now=NOW).message == "reset-gpu"
+    assert conditions.quarantined_condition(node(), FaultClass.RESET_GPU, now=NOW).message == "reset-gpu"
 
 
 def test_fault_of_reads_only_a_json_object() -> None:

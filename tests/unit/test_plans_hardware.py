@@ -94,7 +94,7 @@ def test_two_pods_of_one_gang_on_the_faulty_node_restart_the_gang_once() -> None
     )
     assert p.summary == (
         "quarantine n1, evict 2 GPU pod(s), restart 2 gang pod(s) elsewhere, request reboot-node; "
-        "released after verification"
+        "released after the healthy delay (policy: reboot-node drains every GPU pod)"
     )
 
 
@@ -117,7 +117,10 @@ def test_a_pod_of_a_requeue_group_is_evicted_and_nothing_else_restarted() -> Non
     assert [a.reason for a in of_kind(p, ActionKind.EVICT_POD)] == [
         "requeue train/a off the faulty node (job:train/a-owner)"
     ]
-    assert p.summary == "quarantine n1, evict 1 GPU pod(s), request reset-gpu; released after verification"
+    assert p.summary == (
+        "quarantine n1, evict 1 GPU pod(s), request reset-gpu; released after the healthy delay "
+        "(partial drain: evict train/a (on GPU 0; train/a: the only GPU pod on n1))"
+    )
 
 
 def test_a_pod_without_a_group_is_requeued_by_name() -> None:

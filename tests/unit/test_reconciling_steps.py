@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from app.decide import footprint, reconciling
+from app.decide import conditions, footprint, reconciling
 from app.domain import Condition, FaultClass, NodeState, RemediationState
 from tests.unit.test_reconciling import POLICY, T0, owned, requested, since
 
@@ -213,5 +213,5 @@ def test_soft_condition_steps_compared_whole() -> None:
     assert step(["transient"], T0 + ttl) == reconciling.Wait(why="a soft signal still fires on the node")
     why = f"no soft signal has fired on the node for {ttl}"
     assert step(["reset-gpu"], T0 + ttl) == reconciling.ClearSoft(
-        condition=footprint.soft_cleared("GpuSoftFault", message=why, now=T0 + ttl), why=why
+        condition=conditions.soft_cleared("GpuSoftFault", message=why, now=T0 + ttl), why=why
     )
