@@ -160,7 +160,9 @@ def test_an_empty_label_gives_way_to_the_next_name() -> None:
 
 def test_a_bad_pod_label_is_located_under_labels() -> None:
     with pytest.raises(signals.SignalError) as caught:
-        signals.admit_alert(alert({"pod": "..", "namespace": "ml"}), keys=KEYS, where="alerts.3", now=RECEIVED)
+        signals.admit_alert(
+            alert({"pod": "..", "namespace": "ml"}), keys=KEYS, where="alerts.3", now=RECEIVED
+        )
     assert caught.value.where.startswith("alerts.3.labels.")
 
 
