@@ -84,10 +84,6 @@ def job_state(job: Mapping[str, Any], *, gpu_resources: Sequence[str] = (convert
     policy = spec.get("podFailurePolicy")
     rules = (policy or {}).get("rules") or () if isinstance(policy, Mapping) else ()
     backoff = spec.get("backoffLimit")
-    done = any(
-        isinstance(c, Mapping) and c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
     return JobState(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
@@ -96,7 +92,7 @@ def job_state(job: Mapping[str, Any], *, gpu_resources: Sequence[str] = (convert
         failure_rules=tuple(failure_rule(r) for r in rules if isinstance(r, Mapping)),
         has_failure_policy=isinstance(policy, Mapping),
         active=int(status.get("active") or 0),
-        done=done,
+        done=_terminal(status) is not None,
     )
 
 
@@ -119,13 +115,10 @@ def failure_rule(raw: Mapping[str, Any]) -> FailureRule:
 def job_run(job: JsonObj | Mapping[str, Any]) -> JobRun:
     meta = job.get("metadata") or {}
     status = job.get("status") or {}
-    succeeded: bool | None = None
-    reason = message = ""
-    for condition in status.get("conditions") or []:
-        if condition.get("status") != "True" or condition.get("type") not in ("Complete", "Failed"):
-            continue
-        succeeded = condition.get("type") == "Complete"
-        reason, message = str(condition.get("reason") or ""), str(condition.get("message") or "")
+    ended = _terminal(status)
+    succeeded = None if ended is None else ended.get("type") == "Complete"
+    reason = str((ended or {}).get("reason") or "")
+    message = str((ended or {}).get("message") or "")
     return JobRun(
         name=str(meta.get("name") or ""),
         namespace=str(meta.get("namespace") or ""),
@@ -135,3 +128,17 @@ def job_run(job: JsonObj | Mapping[str, Any]) -> JobRun:
         message=message,
         start_time=convert.parse_time(status.get("startTime")),
     )
+
+
+def _terminal(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Job's terminal condition (`Complete` or `Failed`, status True; the last when both), or None while
+    it runs: what the audit's `done` and the verification's outcome both read."""
+    ended = None
+    for condition in status.get("conditions") or ():
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("status") == "True"
+            and condition.get("type") in ("Complete", "Failed")
+        ):
+            ended = condition
+    return ended
