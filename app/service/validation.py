@@ -20,9 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from app.act.shadowing import ShadowKeeper
 from app.config import rules
 from app.config.settings import PredictionSettings
 from app.decide import shadow
@@ -52,12 +51,24 @@ class Ran:
 Check = Callable[[predict_registry.RiskModel, datetime], fleetcheck.FleetCheck]
 
 
+class Standings(Protocol):
+    """Where the verdict goes: `act.shadowing.ShadowKeeper` journals it, exports the gauge and posts the
+    Event. The job only reads a standing and hands over figures, so it never imports act (jobs enqueue work,
+    they never act directly: the `jobs-enqueue` contract)."""
+
+    def standing(self, version: str | None = None) -> shadow.Standing: ...
+
+    async def backtested(
+        self, version: str, evidence: shadow.Evidence, *, requested: bool, figures: dict[str, Any]
+    ) -> shadow.Standing: ...
+
+
 class Validation:
     def __init__(
         self,
         settings: PredictionSettings,
         *,
-        keeper: ShadowKeeper,
+        keeper: Standings,
         policy: rules.Policy,
         catalog: rules.XidCatalog,
         journal_path: Path | None,
