@@ -87,7 +87,7 @@ class GateKeeper:
                 self._nodes[node.name] = node
             pool = node.label(self._policy.pool_label) or ""
             now = self._clock()
-            self._admitted = [(n, at) for n, at in self._admitted if now - at < gates.RATE_WINDOW]
+            self._admitted = gates.in_rate_window(self._admitted, now=now)
             recent = gates.recent_quarantines(
                 journaled=self._journaled, admitted=self._admitted, nodes=self._nodes.values(), now=now
             )

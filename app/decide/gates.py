@@ -105,6 +105,12 @@ def admit(
     return Verdict(True, "within budget", breaker)
 
 
+def in_rate_window(pairs: Iterable[tuple[str, datetime]], *, now: datetime) -> list[tuple[str, datetime]]:
+    """The (node, time) pairs still inside the rate limit's window before `now` (one a little ahead of
+    `now`, another replica's clock, is inside too)."""
+    return [(name, at) for name, at in pairs if now - at < RATE_WINDOW]
+
+
 def recent_quarantines(
     *,
     journaled: Iterable[tuple[str, datetime]],
@@ -122,14 +128,10 @@ def recent_quarantines(
     as the source that knows most of its quarantines in the window.
     """
 
-    def within(at: datetime) -> bool:  # one a little ahead of `now` (another replica's clock) is recent too
-        return now - at < RATE_WINDOW
-
     def by_node(pairs: Iterable[tuple[str, datetime]]) -> dict[str, list[datetime]]:
         found: dict[str, list[datetime]] = {}
-        for name, at in pairs:
-            if within(at):
-                found.setdefault(name, []).append(at)
+        for name, at in in_rate_window(pairs, now=now):
+            found.setdefault(name, []).append(at)
         return found
 
     marks = by_node(
