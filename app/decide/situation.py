@@ -1,7 +1,7 @@
 """What decide knows about the world when it plans: the node, its pods, the groups, recent history; and
 which of it a fault's plan needs read (`reads_for`).
 
-Gathered by the caller (`act.situation_reader` reads the cluster and the journal as `reads_for` says);
+Gathered by the caller (`service.observing` reads the cluster and the journal as `reads_for` says);
 `Situation.unknown()` is what `explain` uses without a cluster, and decide then plans from the fault alone.
 """
 

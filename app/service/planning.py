@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
-from app.act import situation_reader
 from app.classify import classifier
 from app.decide import plans
 from app.decide.situation import Situation
 from app.domain import Fault, FaultClass, Plan, Signal
 from app.kube import port
+from app.service import observing
 from app.store.journal import Journal
 
 # Classes whose plan never depends on the node or its pods: no cluster read for them.
@@ -48,11 +48,9 @@ async def plan_signal(
     fault = classifier.classify(signal, rules=rules, context=context)
     policy = rules.policy
     if signal.firing and fault.fault_class not in NO_CLUSTER_NEEDED:
-        situation = await situation_reader.situation_of(
-            fault, kube=kube, journal=journal, policy=policy, now=now
-        )
+        situation = await observing.situation_of(fault, kube=kube, journal=journal, policy=policy, now=now)
     elif not signal.firing:
-        situation = await situation_reader.resolved_situation(fault, journal=journal)
+        situation = await observing.resolved_situation(fault, journal=journal)
     else:
         situation = Situation.unknown()
     if fault.fault_class is FaultClass.AT_RISK and shadow is not None:

@@ -25,11 +25,10 @@ SCRIPT = support.ROOT / "scripts" / "alert-walk.py"
 # Measured at 715f4e3: 273 stays in 49 modules, 73 climbs back up (d32d312: 166 stays, 30 modules, 65).
 MAX_CLIMBS = 73
 
-# Where act still calls decide on this path, measured at 715f4e3: reading the situation asks decide which
-# reads and which gangs; the quarantine's write builds its patch (footprint) and asks the breaker (gates).
+# Where act still calls decide on this path: the quarantine's write builds its patch from the node it has
+# just re-read (footprint, inside the 409 loop) and asks the breaker under its lock (gates), so the two
+# happen at the write and not before it. Reading the situation is the service's (`app.service.observing`).
 ACT_INTO_DECIDE = {
-    ("app.act.situation_reader", "app.decide.situation"),
-    ("app.act.situation_reader", "app.decide.groups"),
     ("app.act.nodes", "app.decide.footprint"),
     ("app.act.gatekeeper", "app.decide.gates"),
 }

@@ -21,7 +21,7 @@ from app.domain import Fault, FaultClass, PastFault, PodState
 from app.kube import errors, port
 from app.store.journal import Journal
 
-log = logging.getLogger("app.act")
+log = logging.getLogger(__name__)
 
 
 async def situation_of(
