@@ -696,3 +696,13 @@ async def test_an_agent_and_an_operator_verdict_on_one_token_are_kept_apart() ->
 )
 def test_foreign_nodes(node: str | None, events: list[object], foreign: list[str]) -> None:
     assert foreign_nodes(Caller("agent", "a", node), events) == foreign
+
+
+async def test_with_only_a_read_token_a_wrong_read_token_is_401_not_nobody_may() -> None:
+    """Reads required, a read token configured, no operator at all: the read token reads, a wrong one is an
+    unknown credential (401), not "no one may get status" (which the read token disproves)."""
+    auth = operator_callers(FakeReviewer(), operator={}, reads={"required": True, "token": "rd-secret"})
+    assert await auth.reader(READER) == Caller("reader", "reader-token", None)
+    assert await refusal(auth.reader("Bearer guess")) == Refused(401, "unauthorized", "bad token")
+    assert (await refusal(auth.operator(READER, resource="breakers"))).status == 403
+    assert (await refusal(auth.operator("Bearer guess", resource="breakers"))).status == 403
