@@ -249,7 +249,8 @@ class Callers:
         if other is not None:
             raise _forbidden(f"the {other}'s credential may not {what}")
         if not s.operator.kubernetes:
-            if s.operator.token is None:
+            # A read token alone is a credential readers can present: a wrong one is unknown (401).
+            if s.operator.token is None and not (accept_reader and s.reads.token):
                 raise _forbidden(
                     f"no operator credential is configured, so no one may {what}: set auth.operator.token "
                     "or auth.operator.kubernetes"

@@ -41,3 +41,18 @@ def test_keys_are_hashes_per_purpose() -> None:
     assert len(key) == 64
     assert key != key_of("s3cret", "update breakers.sickbay.io")
     assert key_of("\udcff\udcfe", "agent"), "undecodable header bytes hash too"
+
+
+def test_putting_a_key_again_renews_its_ttl_and_its_place() -> None:
+    clock = Clock()
+    cache: Verdicts[str] = Verdicts(ttl_s=60, size=2, clock=clock)
+    cache.put("a", "old")
+    cache.put("b", "b")
+    clock.now += 50
+    cache.put("a", "new")  # a is now the most recently used, and lives until 50 + 60
+    cache.put("c", "c")
+    assert (cache.get("a"), cache.get("b"), cache.get("c")) == ("new", None, "c")
+    clock.now += 59.9
+    assert cache.get("a") == "new"
+    clock.now += 0.1
+    assert cache.get("a") is None
