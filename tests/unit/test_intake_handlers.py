@@ -24,19 +24,24 @@ from app.store.inbox import Inbox
 from tests.payloads import alert, webhook
 
 OCCURRED = (datetime.now(UTC) - timedelta(minutes=5)).isoformat()
-JSON = {"Content-Type": "application/json"}
+JSON = {"Content-Type": "application/json", "Authorization": "Bearer agent"}
 
 
 class Agents:
-    """The caller check: every agent is the one bound to `node`; Alertmanager always passes."""
+    """The caller check: a request without credentials is unknown (401); with any, an agent is the one
+    bound to `node`, and Alertmanager passes."""
 
     def __init__(self, node: str | None) -> None:
         self.node = node
 
     def alertmanager(self, header: str | None) -> callers.Caller:
+        if header is None:
+            raise callers.Refused(401, "unauthorized", "who are you")
         return callers.Caller(role="alertmanager", name="alertmanager")
 
     async def agent(self, header: str | None) -> callers.Caller:
+        if header is None:
+            raise callers.Refused(401, "unauthorized", "who are you")
         return callers.Caller(role="agent", name="agent-x", node=self.node)
 
 
@@ -44,6 +49,7 @@ class Agents:
 class World:
     client: TestClient[Any, Any]
     intake: handlers.Intake
+    challenge: str | None = None  # the last answer's WWW-Authenticate header
 
     def rejected(self, source: str, reason: str) -> float:
         value = self.intake.metrics.registry.get_sample_value(
@@ -54,8 +60,9 @@ class World:
     async def rows(self) -> int:
         return sum((await self.intake.inbox.counts()).values())
 
-    async def post(self, path: str, body: Any) -> tuple[int, dict[str, Any]]:
-        response = await self.client.post(path, data=json.dumps(body), headers=JSON)
+    async def post(self, path: str, body: Any, headers: dict[str, str] = JSON) -> tuple[int, dict[str, Any]]:
+        response = await self.client.post(path, data=json.dumps(body), headers=headers)
+        self.challenge = response.headers.get("WWW-Authenticate")
         return response.status, await response.json()
 
 
@@ -114,7 +121,7 @@ async def test_an_agent_bound_to_its_node_posts_for_it(world: World) -> None:
     ],
 )
 async def test_events_for_another_node_refuse_the_whole_body(
-    world: World, nodes: tuple[str, ...], named: str
+    world: World, nodes: tuple[str, ...], named: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert await world.post("/events", events(*nodes)) == (
         403,
@@ -123,9 +130,24 @@ async def test_events_for_another_node_refuse_the_whole_body(
             "message": f"an agent may report its own node only: this one runs on 'gpu-00', the body names {named}",
         },
     )
+    assert world.challenge is None, "a 403 is no credential challenge"
     assert await world.rows() == 0
     assert await world.intake.dead_letters.count() == 0
     assert world.rejected("agent", "forbidden") == 1
+    (line,) = [r for r in caplog.records if r.name == "app.ingest.handlers"]
+    assert (line.levelname, line.getMessage()) == (
+        "WARNING",
+        f"refused agent events from 'agent-x' on node 'gpu-00' for other nodes [{named}]",
+    )
+
+
+@pytest.mark.parametrize("path", ["/alerts", "/events"])
+async def test_a_caller_without_credentials_is_challenged(world: World, path: str) -> None:
+    status, body = await world.post(path, events("gpu-00"), headers={"Content-Type": "application/json"})
+    assert (status, body) == (401, {"error": "unauthorized", "message": "who are you"})
+    assert world.challenge == 'Bearer realm="sickbay"'
+    assert world.rejected("agent" if path == "/events" else "alertmanager", "unauthorized") == 1
+    assert await world.rows() == 0
 
 
 async def test_a_closed_inbox_is_a_counted_503(world: World) -> None:
