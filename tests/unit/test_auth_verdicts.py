@@ -11,8 +11,8 @@ from pydantic import SecretStr
 from app.config.settings import AuthSettings
 from app.ingest import auth
 
-BEARER = AuthSettings(mode="bearer", token="s3cret", previous_token="old")  # type: ignore[arg-type]
-BASIC = AuthSettings(mode="basic", username="am", password="p:w")  # type: ignore[arg-type]
+BEARER = AuthSettings(mode="bearer", token="s3cret", previous_token="old")
+BASIC = AuthSettings(mode="basic", username="am", password="p:w")
 NONE = AuthSettings(mode="none")
 
 
