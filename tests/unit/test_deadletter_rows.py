@@ -74,6 +74,12 @@ async def test_a_letter_is_stored_as_given_with_long_fields_cut(letters: DeadLet
     assert (kept.first_seen, kept.last_seen) == (NOW.isoformat(), NOW.isoformat())
 
 
+async def test_each_row_has_its_own_id_in_the_order_first_kept(letters: DeadLetters) -> None:
+    await letters.keep([letter({"fingerprint": "a"}), letter({"fingerprint": "b"})], seen_at=NOW)
+    await letters.keep([letter({"fingerprint": "a"})], seen_at=NOW)  # a resend keeps its row's id
+    assert [(k.fingerprint, k.id) for k in await letters.recent(limit=10)] == [("a", 1), ("b", 2)]
+
+
 @pytest.mark.parametrize(
     ("item", "labels"),
     [
