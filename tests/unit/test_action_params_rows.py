@@ -12,6 +12,7 @@ from app.domain import (
     OwnerRef,
     QuarantineParams,
     RemediationParams,
+    RequeueParams,
 )
 from app.store import action_params
 
@@ -46,3 +47,12 @@ def test_checkpoint_rows_of_a_pod_and_of_an_owner_with_missing_fields() -> None:
 def test_parameters_of_no_known_form_are_refused_by_value() -> None:
     with pytest.raises(TypeError, match=r"no journal form for 42"):
         action_params.to_object(42)  # type: ignore[arg-type]
+
+
+def test_a_requeue_row_of_an_older_release_reads_with_empty_defaults() -> None:
+    row = {"kind": "Job", "name": "train", "namespace": "ml"}
+    assert action_params.from_object(ActionKind.REQUEUE_WORKLOAD, row) == RequeueParams(
+        OwnerRef(kind="Job", name="train", uid="", api_version=""), namespace="ml", queue=""
+    )
+    with pytest.raises(ValueError, match="a requeue-workload row has no 'namespace'"):
+        action_params.from_object(ActionKind.REQUEUE_WORKLOAD, {"kind": "Job", "name": "train"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pydantic
 import pytest
+from aiohttp import web
 
 from app.ingest import bodies
 
@@ -72,3 +73,91 @@ def test_a_rejection_without_details_has_no_details_key() -> None:
         "error": "body_too_large",
         "message": "too big",
     }
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason", "message"),
+    [
+        (b"", "empty_body", "the request body is empty; expected a JSON object"),
+        (b"{nope", "malformed_json", "malformed JSON: key must be a string at line 1 column 2"),
+        (
+            b"[" * 300 + b"]" * 300,
+            "too_deep",
+            "JSON nesting is too deep: recursion limit exceeded at line 1 column 202",
+        ),
+        (
+            b'{"version": "\xff"}',
+            "bad_encoding",
+            "the body is not valid UTF-8 JSON: invalid unicode code point at line 1 column 14",
+        ),
+    ],
+)
+def test_a_400_says_what_the_parser_found_without_its_prefix(raw: bytes, reason: str, message: str) -> None:
+    assert rejection(raw).body() == {"error": reason, "message": message}
+
+
+class Stream:
+    """What read_limited reads of a request: its declared length and its body stream, in given pieces."""
+
+    def __init__(self, pieces: list[bytes], *, declared: int | None, broken: bool = False) -> None:
+        self.content_length = declared
+        self.content = self
+        self._pieces = list(pieces)
+        self._broken = broken
+        self.reads = 0
+
+    async def read(self, n: int) -> bytes:
+        self.reads += 1
+        if self._broken:
+            raise web.RequestPayloadError("bad gzip")
+        return self._pieces.pop(0) if self._pieces else b""
+
+
+async def read(stream: Stream, limit: int) -> bytes:
+    return await bodies.read_limited(stream, limit=limit)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("pieces", "declared"),
+    [
+        ([b"abc", b"de"], 5),  # exactly the limit is allowed, declared or read
+        ([b"abc", b"de"], None),
+        ([b"ab", b"c"], 3),
+        ([], 0),
+    ],
+)
+async def test_a_body_within_the_limit_is_read_whole(pieces: list[bytes], declared: int | None) -> None:
+    assert await read(Stream(pieces, declared=declared), 5) == b"".join(pieces)
+
+
+async def test_a_declared_length_over_the_limit_is_refused_before_reading() -> None:
+    stream = Stream([b"x"], declared=6)
+    with pytest.raises(bodies.Rejection) as caught:
+        await read(stream, 5)
+    assert caught.value.body() == {
+        "error": "body_too_large",
+        "message": "body of 6 bytes exceeds the limit of 5 bytes",
+    }
+    assert caught.value.status == 413
+    assert stream.reads == 0
+
+
+@pytest.mark.parametrize("declared", [None, 2])  # undeclared, or a length that lies
+async def test_bytes_read_over_the_limit_are_refused_as_they_arrive(declared: int | None) -> None:
+    stream = Stream([b"abc", b"def", b"ghi"], declared=declared)
+    with pytest.raises(bodies.Rejection) as caught:
+        await read(stream, 5)
+    assert (caught.value.status, caught.value.body()) == (
+        413,
+        {"error": "body_too_large", "message": "body exceeds the limit of 5 bytes"},
+    )
+    assert stream.reads == 2  # stopped at the piece that crossed the limit
+
+
+async def test_a_body_aiohttp_cannot_decode_is_a_400() -> None:
+    with pytest.raises(bodies.Rejection) as caught:
+        await read(Stream([], declared=None, broken=True), 5)
+    assert (caught.value.status, caught.value.body()) == (
+        400,
+        {"error": "unreadable_body", "message": bodies.UNREADABLE},
+    )

@@ -186,3 +186,17 @@ def test_any_header_text_gets_a_verdict_and_only_the_secret_passes(header: str) 
         verdict = auth.check(header, config)
         assert not verdict.ok or secret in header
         assert verdict.ok or verdict.problem
+
+
+@pytest.mark.parametrize(
+    ("ahead", "span"),
+    [(timedelta(days=1), "1 day"), (timedelta(days=2), "2 days"), (timedelta(days=365), "365 days")],
+)
+def test_a_time_too_far_ahead_says_by_how_much_it_may_be(ahead: timedelta, span: str) -> None:
+    late = NOW + ahead + timedelta(seconds=1)
+    with pytest.raises(signals.TimestampError) as caught:
+        signals.check_time(late, now=NOW, where="alerts.0.startsAt", ahead=ahead)
+    assert (caught.value.where, caught.value.message) == (
+        "alerts.0.startsAt",
+        f"{late.isoformat()} is more than {span} ahead of this service's clock",
+    )

@@ -11,7 +11,7 @@ from app.store import inbox, journal, risks
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 
 
-def risk(node: str, score: float, level: domain.RiskLevel, *, gpu: int = 0) -> domain.Risk:
+def risk(node: str, score: float, level: domain.RiskLevel, *, gpu: int | None = 0) -> domain.Risk:
     return domain.Risk(
         node=node,
         gpu=gpu,
@@ -41,5 +41,29 @@ async def test_cycles_keep_warn_and_act_risks_and_prune_old_ones(tmp_path: Path)
         later = T0 + risks.RISK_RETENTION + timedelta(minutes=5)
         await book.record_risks(later, [risk("n4", 0.8, domain.RiskLevel.ACT)])
         assert [r["node"] for r in await book.risks()] == ["n4"], "cycles older than the retention go"
+    finally:
+        await db.close()
+
+
+async def test_a_journaled_risk_reads_back_whole_and_the_default_page_is_200(tmp_path: Path) -> None:
+    db = await inbox.connect(tmp_path / "j.db")
+    try:
+        book = await journal.Journal.open(db)
+        await book.record_risks(T0, [risk("n1", 0.91, domain.RiskLevel.ACT, gpu=None)])
+        assert await book.risks() == [
+            {
+                "at": T0.isoformat(),
+                "node": "n1",
+                "gpu": None,
+                "score": 0.91,
+                "level": "act",
+                "model_version": "m1",
+                "drivers": [["sbe_rate_1h", 1.25]],
+            }
+        ]
+        many = [risk(f"n{i}", 0.5, domain.RiskLevel.WARN) for i in range(205)]
+        await book.record_risks(T0 + timedelta(minutes=1), many)
+        assert len(await book.risks()) == 200
+        assert len(await book.risks(limit=3)) == 3
     finally:
         await db.close()

@@ -88,3 +88,10 @@ async def test_recent_is_newest_first_and_limited(log: validation.ValidationLog)
     await log.append(row("x", fleet="staging"))
     assert [r.version for r in await log.recent(fleet="prod", limit=3)] == ["m4", "m3", "m2"]
     assert len(await log.recent(fleet="prod")) == 5
+
+
+async def test_recent_pages_20_by_default(log: validation.ValidationLog) -> None:
+    for i in range(21):
+        await log.append(row(f"m{i}", minutes=i))
+    recent = await log.recent(fleet="prod")
+    assert [r.version for r in recent] == [f"m{i}" for i in range(20, 0, -1)]
