@@ -49,8 +49,9 @@ def test_sbe_rates_over_windows_and_acceleration() -> None:
     assert feature(table, "sbe_rate_1h") == pytest.approx(120.0)
     # Against its own baseline: 180 errors in the last 6 h where the 19 h before (228 errors) predict 72.
     r = 6 / 19
-    expected = 2 * (math.sqrt(180 + 0.375) - math.sqrt(r * 228 + 0.375)) / math.sqrt(1 + r)
-    assert feature(table, "sbe_surprise_6h_7d") == pytest.approx(expected, rel=1e-5)
+    z = 2 * (math.sqrt(180 + 0.375) - math.sqrt(r * 228 + 0.375)) / math.sqrt(1 + r)
+    # ... in standard deviations past the 3 a steady rate reaches by chance.
+    assert feature(table, "sbe_surprise_6h_7d") == pytest.approx(z - 3.0, rel=1e-5)
     assert feature(table, "sbe_persistence_24h") == pytest.approx(1.0)
     assert feature(table, "sbe_accel_1h_6h") == pytest.approx(math.log(124) - math.log(34), rel=1e-5)
     # Steady rate: no acceleration.
@@ -213,14 +214,15 @@ def poisson_sbe_frame(per_h: np.ndarray, *, uuid: str, seed: int) -> pd.DataFram
 
 @pytest.mark.parametrize("per_h", [0.1, 20.0, 100.0, 400.0])
 def test_a_chronic_rate_reads_no_surprise_at_any_level(per_h: float) -> None:
-    # A week at a steady Poisson rate, scored every 6 h over its last four days: the count of each 6 h
-    # is as likely as the baseline says, whatever the level, so the score stays within Poisson noise.
+    # A week at a steady Poisson rate, scored every 30 min over its last four days: each 6 h count is as
+    # likely as the GPU's own rate says, whatever the level, so it stays inside the noise band: 0.
     n = 7 * 24 * 12
     frame = poisson_sbe_frame(np.full(n, per_h), uuid="GPU-c", seed=int(per_h * 10))
     table = f.compute_features(frame)
-    scores = table["sbe_surprise_6h_7d"].to_numpy()[3 * 24 * 12 :: 6 * 12]
-    assert np.abs(scores).max() < 3.5
-    assert abs(float(np.mean(scores))) < 1.0
+    scores = table["sbe_surprise_6h_7d"].to_numpy()[3 * 24 * 12 :: 6]
+    assert len(scores) == 4 * 24 * 2
+    assert float(np.mean(scores == 0.0)) >= 0.98
+    assert scores.max() < 1.0
 
 
 def test_a_step_up_reads_as_surprise_on_a_silent_and_on_a_chronic_gpu() -> None:
@@ -231,18 +233,19 @@ def test_a_step_up_reads_as_surprise_on_a_silent_and_on_a_chronic_gpu() -> None:
     for per_h, uuid in ((chronic, "GPU-c"), (silent, "GPU-s")):
         assert len(per_h) == n
         table = f.compute_features(poisson_sbe_frame(per_h, uuid=uuid, seed=1), last_only=True)
-        assert feature(table, "sbe_surprise_6h_7d") > 5.0, uuid
+        assert feature(table, "sbe_surprise_6h_7d") > 3.0, uuid
     # The same 300/h with no change reads none: the level alone is not surprise.
     steady = f.compute_features(poisson_sbe_frame(np.full(n, 300.0), uuid="GPU-h", seed=2), last_only=True)
-    assert abs(feature(steady, "sbe_surprise_6h_7d")) < 3.5
+    assert feature(steady, "sbe_surprise_6h_7d") == 0.0
 
 
 def test_surprise_is_clipped_and_missing_without_a_baseline_or_a_field() -> None:
-    # A runaway (thousands of errors on a silent GPU) reads the clip, not an unbounded number.
+    # A runaway (thousands of errors on a silent GPU) reads the clip (10 s.d., 7 past the noise band),
+    # not an unbounded number.
     n = 24 * 12
     runaway = np.r_[np.zeros(n - 12), np.full(12, 1000.0)]
     table = f.compute_features(gpu_frame(n, **{f.SBE_AGG: np.cumsum(runaway)}))
-    assert feature(table, "sbe_surprise_6h_7d") == pytest.approx(10.0)
+    assert feature(table, "sbe_surprise_6h_7d") == pytest.approx(7.0)
     # Less history than the recent window itself: nothing to compare with.
     assert math.isnan(feature(table, "sbe_surprise_6h_7d", row=5 * 12))
     # No ECC field at all: missing (NaN), never zero.
