@@ -72,7 +72,8 @@ VALIDATE: tuple[Fleet, ...] = (
 LOUD_NOISE = 3.0
 STEP_S = 300.0
 RATE_MULTIPLIER = 30.0
-NOW = datetime(2026, 12, 2, 12, tzinfo=UTC)  # the card's created_at: fixed, so the recipe is reproducible
+# The card's created_at: fixed, so the recipe is reproducible; it names the version, so a re-ship moves it.
+NOW = datetime(2026, 12, 2, 12, tzinfo=UTC)
 
 # One OpenMP thread: on a shared 2-core machine busy-waiting threads make fitting many times slower.
 # Small leaves: a failure mode brings a few hundred positive rows, and a leaf needs room for them.
