@@ -51,9 +51,10 @@ STEP_S = 300.0  # the model card's scoring step
 # Where the precursor stands when the live demo begins: running for this long, failing this much later —
 # 15 h in all, within the simulator's thermal lead times (median 8 h, 1 h to 3 days), and 60% of the way,
 # where SW-thermal slowdown comes and goes (from 45%) and HW slowdown (75%) has not begun. Measured with
-# the shipped model, offline, on the demo's 12-node fleet at five history start times: 0.62-0.68 against
-# act 0.247, every other GPU under 0.04; at 48% it scored 0.31-0.69 and in a loaded live stack once only
-# warn, at 40% 0.06-0.08.
+# the model of 2026-12-01, offline, on the demo's 12-node fleet at five history start times: 0.62-0.68
+# against act 0.247, every other GPU under 0.04; at 48% it scored 0.31-0.69 and in a loaded live stack once
+# only warn, at 40% 0.06-0.08. The model of 2026-12-02 (count-aware SBE change), offline, 32 nodes: 0.66
+# against act 0.172, every other GPU under 0.04 (warn 0.118).
 PRECURSOR_RUNNING_S = 9 * HOUR
 PRECURSOR_REMAINING_S = 6 * HOUR
 THERMAL_XID = 79  # the GPU falls off the bus

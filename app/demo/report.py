@@ -69,7 +69,7 @@ FEATURE_TEXT = {
     "hw_slowdown_share_1h": "share of the last hour with HW slowdown",
     "util_mean_1h": "mean utilisation over the last hour",
     "sbe_rate_1h": "single-bit ECC errors per hour, over the last hour",
-    "sbe_vs_baseline_6h_7d": "the 6 h single-bit rate against the GPU's own 7-day rate (log ratio)",
+    "sbe_surprise_6h_7d": "how surprising the last 6 h's single-bit count is at the GPU's own 7-day rate (s.d.)",
     "sbe_accel_1h_6h": "acceleration: the 1 h single-bit rate against the 6 h rate (log ratio)",
     "dbe_increase_24h": "double-bit ECC errors in 24 h",
     "correctable_remapped_rows_growth_24h": "rows remapped in 24 h",

@@ -31,9 +31,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from app.predict import dataset, evaluate, registry, split, train
+from app.predict import dataset, evaluate, features, registry, split, train
 from app.sim.fleet import personality
 
 Fleet = tuple[str, int]  # (personality, seed)
@@ -71,7 +72,8 @@ VALIDATE: tuple[Fleet, ...] = (
 LOUD_NOISE = 3.0
 STEP_S = 300.0
 RATE_MULTIPLIER = 30.0
-NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)  # the card's created_at: fixed, so the recipe is reproducible
+# The card's created_at: fixed, so the recipe is reproducible; it names the version, so a re-ship moves it.
+NOW = datetime(2026, 12, 2, 12, tzinfo=UTC)
 
 # One OpenMP thread: on a shared 2-core machine busy-waiting threads make fitting many times slower.
 # Small leaves: a failure mode brings a few hundred positive rows, and a leaf needs room for them.
@@ -111,21 +113,37 @@ def simulated(cache: Path, fleet: Fleet, *, nodes: int, days: float) -> Path:
     return directory
 
 
-def sources(fleets: Sequence[Fleet], cache: Path, *, nodes: int, days: float) -> Iterator[train.Source]:
+def sources(
+    fleets: Sequence[Fleet], cache: Path, *, nodes: int, days: float, without: str | None = None
+) -> Iterator[train.Source]:
     for fleet in fleets:
         directory = simulated(cache, fleet, nodes=nodes, days=days)
-        yield train.Source(
-            fleet_name(fleet), dataset.read_timeseries(directory), dataset.read_truth(directory)
-        )
+        frame = dataset.read_timeseries(directory)
+        if without is not None:
+            frame = blank(frame, without)
+        yield train.Source(fleet_name(fleet), frame, dataset.read_truth(directory))
+
+
+def blank(frame: pd.DataFrame, group: str) -> pd.DataFrame:
+    """The frame as an exporter without this field group (`features.FIELD_GROUPS`) would show it."""
+    fields = features.FIELD_GROUPS[group]
+    columns = [c for c in frame.columns if features.ALIASES.get(c, c) in fields]
+    return frame.drop(columns=columns)
 
 
 def judge(
-    model: registry.RiskModel, fleet: Fleet, cache: Path, *, nodes: int, days: float
+    model: registry.RiskModel,
+    fleet: Fleet,
+    cache: Path,
+    *,
+    nodes: int,
+    days: float,
+    without: str | None = None,
 ) -> evaluate.Metrics:
     config = train.TrainConfig(horizon_s=model.card.horizon_s, every_s=model.card.every_s)
     with train.Steps(show=False) as steps:
         prepared = train.prepare_sources(
-            sources([fleet], cache, nodes=nodes, days=days),
+            sources([fleet], cache, nodes=nodes, days=days, without=without),
             config,
             steps=steps,
             data_hash=lambda: "",
@@ -155,27 +173,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path("out/protocol"))
     parser.add_argument("--install", type=Path, help="save the model here and make it current")
     parser.add_argument("--json", type=Path, help="write every held-out figure here")
+    parser.add_argument(
+        "--without",
+        choices=sorted(features.FIELD_GROUPS),
+        action="append",
+        default=[],
+        help="also judge every held-out fleet with this exporter field group removed (repeatable)",
+    )
+    parser.add_argument("--model", type=Path, help="judge this saved model instead of training one")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    with train.Steps(show=False) as steps, threadpool_limits(limits=RECIPE.threads):
-        prepared = train.prepare_sources(
-            sources((*TRAIN, *VALIDATE), args.cache, nodes=args.nodes, days=args.days),
-            RECIPE,
-            steps=steps,
-            data_hash=lambda: "protocol-" + "-".join(fleet_name(f) for f in (*TRAIN, *VALIDATE)),
-            names=tuple(fleet_name(f) for f in (*TRAIN, *VALIDATE)),
-            tag_nodes=True,
-            validation_sources=frozenset(fleet_name(f) for f in VALIDATE),
-        )
-        result = train.fit(prepared, RECIPE, now=NOW, steps=steps, provenance=_provenance(args))
+    if args.model is not None:
+        model = registry.load(args.model)
+    else:
+        with train.Steps(show=False) as steps, threadpool_limits(limits=RECIPE.threads):
+            prepared = train.prepare_sources(
+                sources((*TRAIN, *VALIDATE), args.cache, nodes=args.nodes, days=args.days),
+                RECIPE,
+                steps=steps,
+                data_hash=lambda: "protocol-" + "-".join(fleet_name(f) for f in (*TRAIN, *VALIDATE)),
+                names=tuple(fleet_name(f) for f in (*TRAIN, *VALIDATE)),
+                tag_nodes=True,
+                validation_sources=frozenset(fleet_name(f) for f in VALIDATE),
+            )
+            model = train.fit(prepared, RECIPE, now=NOW, steps=steps, provenance=_provenance(args)).model
     trained_s = time.perf_counter() - started
-    model = result.model
     held: dict[str, dict[str, Any]] = {}
+    extra: dict[str, dict[str, Any]] = {}
     with threadpool_limits(limits=RECIPE.threads):
         for fleet in HELD_OUT:
             held[f"held_out:{fleet_name(fleet)}"] = judge(
                 model, fleet, args.cache, nodes=args.nodes, days=args.days
             ).as_dict()
+            for group in args.without:
+                extra[f"{fleet_name(fleet)} -{group}"] = judge(
+                    model, fleet, args.cache, nodes=args.nodes, days=args.days, without=group
+                ).as_dict()
     print(
         f"trained in {trained_s:.0f} s on {', '.join(fleet_name(f) for f in TRAIN)}; act={model.card.act:.3f}"
     )
@@ -184,8 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(row("holdout (train fleets)", model.card.metrics["holdout"]))
     for name, m in held.items():
         print(row(name.removeprefix("held_out:"), m))
+    for name, m in extra.items():
+        print(row(name, m))
     if args.json is not None:
-        args.json.write_text(json.dumps(held, indent=2))
+        args.json.write_text(json.dumps({**held, **extra}, indent=2))
     if args.install is not None:
         card = model.card
         protocol = {

@@ -47,9 +47,11 @@ def test_sbe_rates_over_windows_and_acceleration() -> None:
     frame = gpu_frame(n, **{f.SBE_AGG: np.cumsum(increments)})
     table = f.compute_features(frame)
     assert feature(table, "sbe_rate_1h") == pytest.approx(120.0)
-    # Against its own baseline: the 6 h rate (30/h) over the rate since the start (408 in 25 h).
-    expected = math.log(30 + 4) - math.log(408 / 25 + 4)
-    assert feature(table, "sbe_vs_baseline_6h_7d") == pytest.approx(expected, rel=1e-5)
+    # Against its own baseline: 180 errors in the last 6 h where the 19 h before (228 errors) predict 72.
+    r = 6 / 19
+    z = 2 * (math.sqrt(180 + 0.375) - math.sqrt(r * 228 + 0.375)) / math.sqrt(1 + r)
+    # ... in standard deviations past the 3 a steady rate reaches by chance.
+    assert feature(table, "sbe_surprise_6h_7d") == pytest.approx(z - 3.0, rel=1e-5)
     assert feature(table, "sbe_persistence_24h") == pytest.approx(1.0)
     assert feature(table, "sbe_accel_1h_6h") == pytest.approx(math.log(124) - math.log(34), rel=1e-5)
     # Steady rate: no acceleration.
@@ -200,8 +202,56 @@ def test_a_chronic_rate_is_not_a_change_against_the_gpus_own_baseline() -> None:
     chronic = gpu_frame(n, uuid="GPU-c", **{f.SBE_AGG: np.arange(n) * 5})  # 60/h for three days
     table = f.compute_features(chronic, last_only=True)
     assert feature(table, "sbe_rate_1h") == pytest.approx(60.0)
-    assert feature(table, "sbe_vs_baseline_6h_7d") == pytest.approx(0.0, abs=1e-6)
+    assert feature(table, "sbe_surprise_6h_7d") == pytest.approx(0.0, abs=1e-5)
     assert feature(table, "sbe_accel_6h_24h") == pytest.approx(0.0, abs=1e-6)
+
+
+def poisson_sbe_frame(per_h: np.ndarray, *, uuid: str, seed: int) -> pd.DataFrame:
+    """One GPU's aggregate SBE counter with Poisson increments at `per_h` (one rate per 5-minute step)."""
+    increments = np.random.default_rng(seed).poisson(per_h * STEP / 3600.0)
+    return gpu_frame(len(per_h), uuid=uuid, **{f.SBE_AGG: np.cumsum(increments)})
+
+
+@pytest.mark.parametrize("per_h", [0.1, 20.0, 100.0, 400.0])
+def test_a_chronic_rate_reads_no_surprise_at_any_level(per_h: float) -> None:
+    # A week at a steady Poisson rate, scored every 30 min over its last four days: each 6 h count is as
+    # likely as the GPU's own rate says, whatever the level, so it stays inside the noise band: 0.
+    n = 7 * 24 * 12
+    frame = poisson_sbe_frame(np.full(n, per_h), uuid="GPU-c", seed=int(per_h * 10))
+    table = f.compute_features(frame)
+    scores = table["sbe_surprise_6h_7d"].to_numpy()[3 * 24 * 12 :: 6]
+    assert len(scores) == 4 * 24 * 2
+    assert float(np.mean(scores == 0.0)) >= 0.98
+    assert scores.max() < 1.0
+
+
+def test_a_step_up_reads_as_surprise_on_a_silent_and_on_a_chronic_gpu() -> None:
+    # Three days at a rate, then the last 6 h at three times it (the chronic GPU) or 4/h (the silent one).
+    n = 3 * 24 * 12 + 6 * 12
+    chronic = np.r_[np.full(3 * 24 * 12, 100.0), np.full(6 * 12, 300.0)]
+    silent = np.r_[np.zeros(3 * 24 * 12), np.full(6 * 12, 4.0)]
+    for per_h, uuid in ((chronic, "GPU-c"), (silent, "GPU-s")):
+        assert len(per_h) == n
+        table = f.compute_features(poisson_sbe_frame(per_h, uuid=uuid, seed=1), last_only=True)
+        assert feature(table, "sbe_surprise_6h_7d") > 3.0, uuid
+    # The same 300/h with no change reads none: the level alone is not surprise.
+    steady = f.compute_features(poisson_sbe_frame(np.full(n, 300.0), uuid="GPU-h", seed=2), last_only=True)
+    assert feature(steady, "sbe_surprise_6h_7d") == 0.0
+
+
+def test_surprise_is_clipped_and_missing_without_a_baseline_or_a_field() -> None:
+    # A runaway (thousands of errors on a silent GPU) reads the clip (10 s.d., 7 past the noise band),
+    # not an unbounded number.
+    n = 24 * 12
+    runaway = np.r_[np.zeros(n - 12), np.full(12, 1000.0)]
+    table = f.compute_features(gpu_frame(n, **{f.SBE_AGG: np.cumsum(runaway)}))
+    assert feature(table, "sbe_surprise_6h_7d") == pytest.approx(7.0)
+    # Less history than the recent window itself: nothing to compare with.
+    assert math.isnan(feature(table, "sbe_surprise_6h_7d", row=5 * 12))
+    # No ECC field at all: missing (NaN), never zero.
+    no_ecc = f.compute_features(gpu_frame(n, **{f.GPU_TEMP: 50.0}))
+    assert no_ecc["sbe_surprise_6h_7d"].isna().all()
+    assert no_ecc["sbe_rate_1h"].isna().all()
 
 
 @pytest.mark.parametrize("empty_days", [0, 2, 6])
@@ -216,7 +266,7 @@ def test_grid_rows_without_samples_before_the_history_do_not_dilute_a_rate(empty
     )
     table = f.compute_features(frame, last_only=True)
     assert feature(table, "sbe_rate_1h") == pytest.approx(150.0)
-    assert feature(table, "sbe_vs_baseline_6h_7d") == pytest.approx(0.0, abs=1e-6)
+    assert feature(table, "sbe_surprise_6h_7d") == pytest.approx(0.0, abs=1e-5)
     assert feature(table, "sbe_accel_6h_24h") == pytest.approx(0.0, abs=1e-6)
     assert feature(table, "pcie_replay_vs_baseline_6h_7d") == pytest.approx(0.0, abs=1e-6)
 
@@ -229,7 +279,7 @@ def test_a_gap_inside_the_window_is_covered_by_the_increment_after_it() -> None:
     counts[5 * 12 : 7 * 12] = np.nan
     frame = gpu_frame(n, uuid="GPU-g", **{f.SBE_AGG: counts})
     table = f.compute_features(frame, last_only=True)
-    assert feature(table, "sbe_vs_baseline_6h_7d") == pytest.approx(0.0, abs=1e-6)
+    assert feature(table, "sbe_surprise_6h_7d") == pytest.approx(0.0, abs=1e-5)
 
 
 def test_persistence_and_episodes_count_hours_and_bursts_not_errors() -> None:

@@ -242,6 +242,40 @@ def episodes(s: Series, c: Counter, window: float) -> Array:
     return np.where(seen, s.wcount(starts, window), np.nan)
 
 
+# Beyond this many standard deviations a count is surprising enough; the bound keeps the feature's range
+# the same from one fleet to the next whatever the rates (a failing part reaches it within hours).
+SURPRISE_CLIP = 10.0
+
+
+def surprise(s: Series, c: Counter, recent: float, baseline: float) -> Array:
+    """How many standard deviations the count of the last `recent` seconds sits above what the part's own
+    rate over the rest of its `baseline` window predicts, both since the last reset, clipped to
+    +-`SURPRISE_CLIP`.
+
+    Counts, not rates: a steady Poisson rate reads ~N(0, 1) at any level, so a chronic single-bit rate of
+    100/h whose 6 h count runs 20% high by chance is not change, while 20 errors on a silent part are
+    (a log ratio of rates with a floor read the former as change and, below the floor, missed the latter).
+    Anscombe's transform stabilises a Poisson count's variance at 1/4 whatever its mean, and the baseline
+    count carries its own noise, scaled by r, the ratio of the two spans:
+
+        z = 2 (sqrt(n + 3/8) - sqrt(r m + 3/8)) / sqrt(1 + r)
+
+    with n the recent count and m the baseline's count before it: exactly 0 when n = r m, 0 for a part
+    silent throughout. NaN without a sample in the recent window or without baseline time before it (a
+    part that reset within `recent` has no history to compare with)."""
+    total = s.wsum(c.increments, baseline, since_reset=True)
+    n = s.wsum(c.increments, recent, since_reset=True)
+    span = s.span(recent, c.samples, since_reset=True)
+    before = s.span(baseline, c.samples, since_reset=True) - span
+    seen = s.wcount(c.valid, recent, since_reset=True) > 0
+    ok = seen & (span > 0) & (before > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(ok, span / np.where(ok, before, 1.0), 0.0)
+        m = np.maximum(total - n, 0.0)
+        z = 2.0 * (np.sqrt(np.maximum(n, 0.0) + 0.375) - np.sqrt(r * m + 0.375)) / np.sqrt(1.0 + r)
+    return np.where(ok, np.clip(z, -SURPRISE_CLIP, SURPRISE_CLIP), np.nan)
+
+
 def relative(a: Array, b: Array, floor: float) -> Array:
     """log((a + floor) / (b + floor)): change against a baseline or peers, in e-folds; `floor` is the rate
     below which differences are noise (one event per hour or so), so silent parts compare as equal."""
