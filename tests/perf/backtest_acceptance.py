@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from app.predict import backtest_cli, commands, dataset
-from app.sim.fleet import personality
+from app.predict.features import fields as feature_fields
+from app.sim.fleet import modes, personality
+from app.sim.fleet.params import FailureMode
 from tests import prom
 
 DAY = 86400.0
@@ -191,6 +193,44 @@ def backtest(url: str, data: Path, *, warmup_days: float, step: str, html: Path 
     return body
 
 
+@dataclass(frozen=True, slots=True)
+class Visibility:
+    """Failures with precursors, split by whether the fleet exports any field their precursor moves."""
+
+    caught: int
+    visible: int
+    invisible: int
+    invisible_by_mode: dict[str, int]
+
+    @property
+    def recall(self) -> float | None:
+        return self.caught / self.visible if self.visible else None
+
+
+def visibility(body: dict[str, Any]) -> Visibility:
+    """Recall on the failures a predictor could see at all on this fleet: a precursor on fields the
+    exporter does not export (NVLink counters on the default counters file) is invisible to any model
+    and to the rules baseline alike, so it is counted apart, beside the acceptance's own recall."""
+    missing = set((body.get("source") or {}).get("missing_fields") or ())
+    read = set(feature_fields.SOURCE_METRICS)
+    caught = visible = 0
+    invisible: dict[str, int] = {}
+    for failure in body.get("failures", []):
+        if not (failure.get("scored") and failure.get("has_precursor")):
+            continue
+        try:
+            fields = modes.PRECURSOR_FIELDS.get(FailureMode(failure.get("mode", "")), frozenset())
+        except ValueError:
+            fields = frozenset()
+        shown = not fields or any(f in read and f not in missing for f in fields)
+        if shown:
+            visible += 1
+            caught += bool(failure.get("caught"))
+        else:
+            invisible[failure["mode"]] = invisible.get(failure["mode"], 0) + 1
+    return Visibility(caught, visible, sum(invisible.values()), invisible)
+
+
 def verdicts(
     body: dict[str, Any], targets: Sequence[Target] = TARGETS
 ) -> list[tuple[Target, float | None, bool]]:
@@ -219,12 +259,14 @@ def _cell(summary: Any, path: tuple[str, ...]) -> str:
 def table(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
     """One row per fleet: the model's figures, then the rules baseline's where the backtest has them."""
     baseline = any(isinstance(body.get("baseline"), dict) for _, body in results)
-    head = ["fleet", *(name for name, _ in COLUMNS)]
+    head = ["fleet", *(name for name, _ in COLUMNS), "recall, exported precursors"]
     if baseline:
         head += [*(f"rules {name}" for name, _ in COLUMNS), "beats rules"]
     rows = [head]
     for name, body in results:
         cells = [name, *(_cell(body.get("summary"), path) for _, path in COLUMNS)]
+        seen = visibility(body)
+        cells.append("n/a" if seen.recall is None else f"{seen.recall:.3f} ({seen.caught}/{seen.visible})")
         if baseline:
             rules = body.get("baseline") or {}
             cells += [_cell(rules.get("summary", rules), path) for _, path in COLUMNS]
@@ -250,7 +292,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rate-multiplier", type=float, default=30.0)
     parser.add_argument("--step", default="30m", help="scoring interval replayed")
     parser.add_argument("--out", type=Path, help="keep the datasets, TSDBs and reports here")
+    parser.add_argument(
+        "--tabulate",
+        action="store_true",
+        help="print the table from the reports an earlier run left in --out, running nothing",
+    )
     args = parser.parse_args(argv)
+    if args.tabulate:
+        if args.out is None:
+            parser.error("--tabulate reads the reports in --out")
+        saved = [
+            (f"{name}:s{seed}", json.loads(path.read_text()))
+            for name, seed in fleets(args.personalities)
+            if (path := args.out / f"backtest-{name}-s{seed}.json").exists()
+        ]
+        print(table(saved))
+        return 0
     out = args.out or Path(tempfile.mkdtemp(prefix="sickbay-acceptance-"))
     results: list[tuple[str, dict[str, Any]]] = []
     missed = 0
@@ -289,6 +346,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 flush=True,
             )
             missed += not met
+        seen = visibility(body)
+        if seen.invisible:
+            shown = "n/a" if seen.recall is None else f"{seen.recall:.3f}"
+            print(
+                f"  info recall on precursors this fleet exports: {shown} ({seen.caught}/{seen.visible}); "
+                f"{seen.invisible} failures' precursors sit on fields it does not export "
+                f"({', '.join(f'{m} {n}' for m, n in sorted(seen.invisible_by_mode.items()))})",
+                flush=True,
+            )
         results.append((label, body))
     print()
     print(table(results))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from app import dcgm_fields as dcgm
 from app.sim.fleet.links import NvlinkDegradation, PcieDegradation
 from app.sim.fleet.memory import HbmDegradation
 from app.sim.fleet.params import FailureMode, HardwareSpec, LeadTime, LeadTimes
@@ -17,6 +18,38 @@ DEFAULT_XIDS: dict[FailureMode, int] = {
     FailureMode.NVLINK: 74,
     FailureMode.GSP: 119,
     FailureMode.SUDDEN_XID: 79,
+}
+
+
+# The fields each mode's precursor moves, read off its state machine (memory.py, thermal.py, links.py,
+# sudden.py): a fleet that exports none of them cannot show that precursor to any predictor, so the
+# acceptance counts those failures apart (`tests.perf.backtest_acceptance`).
+PRECURSOR_FIELDS: dict[FailureMode, frozenset[str]] = {
+    FailureMode.HBM: frozenset(
+        f.name
+        for f in (
+            dcgm.ECC_SBE_VOL_TOTAL,
+            dcgm.ECC_SBE_AGG_TOTAL,
+            dcgm.CORRECTABLE_REMAPPED_ROWS,
+            dcgm.UNCORRECTABLE_REMAPPED_ROWS,
+            dcgm.ROW_REMAP_PENDING,
+        )
+    ),
+    FailureMode.THERMAL: frozenset(
+        f.name for f in (dcgm.GPU_TEMP, dcgm.MEMORY_TEMP, dcgm.THERMAL_VIOLATION, dcgm.CLOCK_THROTTLE_REASONS)
+    ),
+    FailureMode.PCIE: frozenset({dcgm.PCIE_REPLAY_COUNTER.name}),
+    FailureMode.NVLINK: frozenset(
+        f.name
+        for f in (
+            dcgm.NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
+            dcgm.NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
+            dcgm.NVLINK_REPLAY_ERROR_COUNT_TOTAL,
+            dcgm.NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
+        )
+    ),
+    # The weak hint is an informational XID 38 on the last-XID gauge.
+    FailureMode.GSP: frozenset({dcgm.XID_ERRORS.name}),
 }
 
 
