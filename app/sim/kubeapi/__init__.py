@@ -27,7 +27,10 @@ by default; 0 syncs inline; seed objects are synced at once).
         api.counters()                                    # {"requests": {"get": {"nodes": 1}}, ...}
         api.configure_disruption_sync(60); api.sync_controllers()  # hold the controller back, then catch up
 
-Not simulated (a request for them fails loudly rather than pretending): watch (405), server-side apply
+Watches (`?watch=1`) stream changes from a bounded per-resource log, with bookmarks, `timeoutSeconds` and
+410 Expired for a resourceVersion the log no longer covers (`watch`, `watchlog`;
+`api.compact_watch_history()` plays etcd's compaction). Not simulated (a request for them fails loudly
+rather than pretending): server-side apply
 (415), OpenAPI documents (kubectl create/apply need --validate=false), managedFields, events.k8s.io/v1,
 a scheduler, and controllers other than the disruption controller. There is no kubelet: pods move to
 Running when a test writes their status. A deleted pod bound to a node stays Terminating for its grace

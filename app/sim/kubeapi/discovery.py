@@ -1,8 +1,8 @@
 """Legacy discovery documents (/api, /apis, /version), built from the resource catalog.
 
 kubectl asks for aggregated discovery first; answering with plain `application/json` makes it fall back
-to these documents, which is how older API servers behave. Advertised verbs are only the ones served
-(there is no watch), so a client that checks discovery sees the truth.
+to these documents, which is how older API servers behave. Advertised verbs are only the ones served,
+so a client that checks discovery sees the truth.
 """
 
 from __future__ import annotations

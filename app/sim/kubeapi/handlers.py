@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from app.sim.kubeapi import discovery, errors, eviction, tables
+from app.sim.kubeapi import discovery, errors, eviction, tables, watch
 from app.sim.kubeapi.errors import ApiError
 from app.sim.kubeapi.requestinfo import MediaChoice, RequestInfo, negotiate, parse_path, verb_of
 from app.sim.kubeapi.resources import PODS, REVIEW_TYPES, TOKENREVIEWS, JsonObj, Ref, ResourceType
@@ -95,10 +95,16 @@ async def _serve(request: web.Request, state: SimState) -> web.StreamResponse:
     if not media.acceptable:
         raise errors.not_acceptable(request.headers.get("Accept", ""))
     raw = await request.read() if request.can_read_body else b""
-    # From here on nothing awaits: the operation reads and writes state in one step.
     call = Call(state=state, request=request, rt=rt, info=info, verb=verb, media=media)
+    if verb == "watch":  # a stream, not one answer: it reads state between its writes (see `watch`)
+        _check_scope(call)
+        labels, fields = _selectors(call)
+        return await watch.serve(call, state.watch, labels=labels, fields=fields)
+    # From here on nothing awaits: the operation reads and writes state in one step.
     code, result = _dispatch(call, raw)
-    return json_response(result, status=code)
+    response = json_response(result, status=code)
+    state.counters.record_bytes(verb, info.counted_resource, len(response.body or b""))
+    return response
 
 
 def _discovery(path: str, state: SimState) -> JsonObj | None:
@@ -191,8 +197,6 @@ def _dispatch(call: Call, raw: bytes) -> tuple[int, JsonObj]:
         return 200, _table(call, [obj]) if call.media.table_version else obj
     if call.verb == "list":
         return 200, _list(call)
-    if call.verb == "watch":
-        raise ApiError(405, "MethodNotAllowed", message="watch is not served by the Sickbay simulator")
     if call.verb == "create" and subresource == "eviction":
         return 201, _evict(call, body)
     if call.verb == "create":

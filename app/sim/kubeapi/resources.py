@@ -14,7 +14,7 @@ from typing import Any
 JsonObj = dict[str, Any]
 
 # Verbs a resource answers, named as Kubernetes discovery names them.
-READ_WRITE = ("create", "delete", "deletecollection", "get", "list", "patch", "update")
+READ_WRITE = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ from app.sim.kubeapi.resources import Catalog, JsonObj
 from app.sim.kubeapi.reviews import API_AUDIENCE, Grant, Identity
 from app.sim.kubeapi.state import STATE, SimState, Timers
 from app.sim.kubeapi.store import Clock, Store, utc_now
+from app.sim.kubeapi.watch import WatchConfig
+from app.sim.kubeapi.watchlog import WatchLog
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +83,13 @@ class KubeApiServer:
         disruption_sync_s: float = DISRUPTION_SYNC_S,
         clock: Clock = utc_now,
         uid_seed: int = 0,
+        watch: WatchConfig | None = None,
     ) -> None:
         """`grace_scale`: how long a deleted pod stays Terminating, per second of its grace period (see
-        `Registry`); 0 removes deleted pods at once."""
+        `Registry`); 0 removes deleted pods at once. `watch`: the watch cache's size and bookmark interval."""
         catalog = Catalog()
-        self.store = Store(catalog, clock=clock, seed=uid_seed)
+        watch = watch or WatchConfig()
+        self.store = Store(catalog, clock=clock, seed=uid_seed, watch_log=WatchLog(capacity=watch.capacity))
         self._timers = Timers()
         self.registry = Registry(
             self.store,
@@ -98,6 +102,7 @@ class KubeApiServer:
             registry=self.registry,
             token=token,
             faults=FaultInjector(faults or FaultConfig()),
+            watch=watch,
         )
         self._host = host
         self._port = port
@@ -226,6 +231,14 @@ class KubeApiServer:
     def grant(self, subject: str, verb: str, group: str, resource: str, *, name: str = "*") -> None:
         """Let SubjectAccessReview allow `subject` (a user or a group) `verb` on group/resource."""
         self.state.reviews.grant(Grant(subject=subject, verb=verb, group=group, resource=resource, name=name))
+
+    def compact_watch_history(self) -> str:
+        """Forget every change made so far, as etcd's compaction does: a watch from an older resourceVersion
+        is then answered 410 Expired. Returns the current resourceVersion (a watch from it still works)."""
+        current = self.store.resource_version
+        for rt in self.state.catalog:
+            self.store.watch_log.forget_before(rt.key(), int(current))
+        return current
 
     def counters(self) -> JsonObj:
         return self.state.counters.snapshot()

@@ -18,6 +18,7 @@ from app.sim.kubeapi.faults import FaultInjector
 from app.sim.kubeapi.registry import Registry
 from app.sim.kubeapi.resources import Catalog
 from app.sim.kubeapi.reviews import Reviews
+from app.sim.kubeapi.watch import WatchConfig
 
 
 class Timers:
@@ -51,6 +52,7 @@ class SimState:
     counters: Counters = field(default_factory=Counters)
     faults: FaultInjector = field(default_factory=FaultInjector)
     reviews: Reviews = field(default_factory=Reviews)
+    watch: WatchConfig = field(default_factory=WatchConfig)
     token: str | None = None
     server_address: str = "127.0.0.1:0"
     closing: asyncio.Event = field(default_factory=asyncio.Event)

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from app.sim.kubeapi.errors import not_found
 from app.sim.kubeapi.resources import Catalog, JsonObj, Ref, ResourceType
+from app.sim.kubeapi.watchlog import ADDED, DELETED, MODIFIED, Change, WatchLog
 
 Clock = Callable[[], datetime]
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # kube's generateName alphabet: no vowels, no look-alikes
@@ -39,8 +40,12 @@ def parse_time(text: str) -> datetime:
 class Store:
     """Objects by resource, namespace and name; reads return stored dicts that callers must not modify."""
 
-    def __init__(self, catalog: Catalog, *, clock: Clock = utc_now, seed: int = 0) -> None:
+    def __init__(
+        self, catalog: Catalog, *, clock: Clock = utc_now, seed: int = 0, watch_log: WatchLog | None = None
+    ) -> None:
         self.catalog = catalog
+        # Every write, for the watches (`watch.py`); a write is recorded as it is stored, in one step.
+        self.watch_log = watch_log or WatchLog()
         self.clock = clock
         self._objects: dict[str, dict[tuple[str, str], JsonObj]] = {rt.key(): {} for rt in catalog}
         self._rv = 0
@@ -83,7 +88,10 @@ class Store:
         meta = obj.setdefault("metadata", {})
         meta["resourceVersion"] = str(self._rv)
         key = (meta.get("namespace", "") if rt.namespaced else "", meta["name"])
-        self._objects[rt.key()][key] = obj
+        table = self._objects[rt.key()]
+        old = table.get(key)
+        table[key] = obj
+        self.watch_log.record(rt.key(), Change(self._rv, ADDED if old is None else MODIFIED, obj, old))
         return obj
 
     def remove(self, ref: Ref) -> JsonObj:
@@ -92,4 +100,9 @@ class Store:
         if ref.key not in table:
             raise not_found(ref.rt, ref.name)
         self._rv += 1
-        return table.pop(ref.key)
+        gone = table.pop(ref.key)
+        # The DELETED event carries the object as it last was, at the deletion's resourceVersion (etcd3
+        # watcher.go stamps a deleted object with the revision of its delete).
+        last = {**gone, "metadata": {**gone["metadata"], "resourceVersion": str(self._rv)}}
+        self.watch_log.record(ref.rt.key(), Change(self._rv, DELETED, last, gone))
+        return gone
