@@ -41,6 +41,7 @@ from app.domain import (
     freeze_mapping,
 )
 from app.kube import errors, port
+from app.kube.views import ClusterView
 from app.obs.metrics import Metrics
 from app.store.journal import Journal
 
@@ -65,8 +66,11 @@ class Reconciler:
         dry_run: bool,
         verifier: Verifier | None = None,
         requeuer: Requeuer | None = None,
+        view: ClusterView | None = None,
     ) -> None:
         self._kube = kube
+        # Nodes and GPU pods kept by watches (`kube.watch`): read while fresh, instead of a list a round.
+        self._view = view
         self._requeuer = requeuer
         self._nodes = nodes
         self._handoff = handoff
@@ -90,7 +94,7 @@ class Reconciler:
         if self._requeuer is not None:
             await self._requeuer.resume()  # Workloads a requeue left deactivated, a previous leader's too
         try:
-            all_nodes = await self._kube.list_nodes()
+            all_nodes = await self._all_nodes()
         except errors.KubeError as exc:
             self._metrics.kube_errors.labels(kind="reconcile").inc()
             log.warning("reconcile: cannot list nodes (%s); will try again next round", exc)
@@ -110,6 +114,16 @@ class Reconciler:
                 log.warning("reconcile: %s: %s; will try again next round", node.name, exc)
         for state, count in counts.items():
             self._metrics.nodes_by_state.labels(state=state).set(count)
+
+    def _fresh_view(self) -> ClusterView | None:
+        """The view when it can stand in for a list: listed, and its watches up. A stale view (a watch
+        down, retried with backoff) is not read: the round lists, as it did before there was a view."""
+        view = self._view
+        return view if view is not None and view.synced and not view.stale else None
+
+    async def _all_nodes(self) -> list[NodeState]:
+        view = self._fresh_view()
+        return view.nodes() if view is not None else await self._kube.list_nodes()
 
     async def _owned(self, node: NodeState) -> None:
         now = self._clock()
@@ -160,7 +174,11 @@ class Reconciler:
         now: datetime,
         remediation: RemediationParams | None,
     ) -> None:
-        pods = await self._kube.list_pods(node=node.name)
+        view = self._fresh_view()
+        if view is not None and self._policy.drain.gpu_pods_only:
+            pods = view.gpu_pods_on(node.name)  # only GPU pods are drainable, and the view has them all
+        else:
+            pods = await self._kube.list_pods(node=node.name)
         decision = reconciling.drain_again(node, pods=pods, policy=self._policy.drain, now=now)
         match decision:
             case reconciling.DrainAgain(how=how, why=why):

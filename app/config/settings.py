@@ -183,6 +183,9 @@ class KubeSettings(BaseModel):
     request_timeout_s: float = Field(default=10.0, gt=0)
     retry_attempts: int = Field(default=5, ge=1)
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu",)
+    # Reconciliation and the status page read nodes and GPU pods from a view kept by watches (list once,
+    # then O(changes)) instead of listing every round; off, they list as before.
+    watch: bool = True
 
 
 class LeaderSettings(BaseModel):

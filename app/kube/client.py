@@ -27,9 +27,10 @@ from kubernetes.aio import config as k8s_config
 
 from app.domain import Condition, JobRun, JobState, NodePatch, NodeState, PodState, WorkloadState
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
-from app.kube import convert, errors
+from app.kube import convert, errors, views
 from app.kube.custom_objects import CustomObjectCalls
 from app.kube.events import EventCalls
+from app.kube.informer import Hooks
 from app.kube.jobs import JobCalls
 from app.kube.nodes import NodeCalls
 from app.kube.pods import PodCalls
@@ -84,6 +85,7 @@ class KubeClient:
             rand=rand,
             now=now,
         )
+        self.gpu_resources = tuple(gpu_resources)
         self._nodes = NodeCalls(self.transport, gpu_resources=gpu_resources, page_size=page_size, now=now)
         self._pods = PodCalls(self.transport, gpu_resources=gpu_resources, page_size=page_size)
         self._jobs = JobCalls(self.transport, gpu_resources=gpu_resources, page_size=page_size)
@@ -104,6 +106,12 @@ class KubeClient:
         for. It shares this client's `ApiClient`: close this one, not the sibling.
         """
         return self._sibling(qps=qps, burst=burst)
+
+    def cluster_view(self, *, qps: float, burst: int, hooks: Hooks = Hooks()) -> views.ClusterView:  # noqa: B008
+        """A view of the nodes and GPU pods kept by watches (`app.kube.views`), on a token bucket of its own
+        (its start-up lists are many pages); start it with `view.start()`."""
+        own = self.with_own_limiter(qps=qps, burst=burst)
+        return views.cluster_view(own.transport, gpu_resources=self.gpu_resources, hooks=hooks)
 
     @property
     def api(self) -> k8s.ApiClient:

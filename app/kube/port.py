@@ -132,6 +132,9 @@ CALLS: frozenset[tuple[str, str, str]] = frozenset(
     {
         ("", "nodes", "get"),
         ("", "nodes", "list"),
+        # the cluster view (app.kube.views): list once, then watch nodes and pods.
+        ("", "nodes", "watch"),
+        ("", "pods", "watch"),
         ("", "nodes", "patch"),
         ("", "nodes/status", "patch"),
         ("", "pods", "list"),

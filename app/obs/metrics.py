@@ -45,6 +45,9 @@ class Metrics:
     shadow_trips: Counter
     audit_findings: Gauge
     audit_last_run: Gauge
+    watch_view_events: Counter
+    watch_view_relists: Counter
+    watch_view_stale: Gauge
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
@@ -215,6 +218,26 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
         audit_last_run=Gauge(
             "sickbay_audit_last_run_timestamp_seconds",
             "When the last scheduled audit read the cluster successfully (Unix time)",
+            registry=registry,
+        ),
+        watch_view_events=Counter(
+            "sickbay_watch_view_events",
+            "Watch events applied to the cluster view (kube.watch), by resource and type (BOOKMARK included)",
+            ["resource", "type"],
+            registry=registry,
+        ),
+        watch_view_relists=Counter(
+            "sickbay_watch_view_relists",
+            "Lists the cluster view made again after its first, by resource and why (expired: the watch's "
+            "resourceVersion fell out of the API server's history, 410 Gone)",
+            ["resource", "reason"],
+            registry=registry,
+        ),
+        watch_view_stale=Gauge(
+            "sickbay_watch_view_stale",
+            "1 while the cluster view of a resource may miss changes (not listed yet, or its watch is down and "
+            "retried); reconciliation and the status page then list instead",
+            ["resource"],
             registry=registry,
         ),
     )

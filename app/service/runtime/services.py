@@ -24,6 +24,7 @@ from app.config.settings import Settings
 from app.ingest import callers as callers_mod
 from app.kube import port
 from app.kube.ratelimit import TokenBucket
+from app.kube.views import ClusterView
 from app.obs.metrics import Metrics
 from app.service import pipeline, schedule
 from app.store import deadletter, inbox, journal
@@ -59,6 +60,8 @@ class Services:
     read_cache: reads.ReadCache | None = None
     read_pace: TokenBucket | None = None  # the read routes' requests per second, cached or not
     reads: reads.NodeReads | None = None
+    # Nodes and GPU pods kept by watches (`kube.watch`, with a real client); reconcile and reads use it.
+    view: ClusterView | None = None
     # Marks the stretches in which the pipeline turns signals into actions; reads wait for a calm moment.
     urgency: Urgency | None = None
     # TokenReview and SubjectAccessReview: the real client's, or a test's.

@@ -34,8 +34,10 @@ from app.domain import PodRef, Signal
 from app.ingest import signals
 from app.kube import client as kube_client
 from app.kube import port
+from app.kube.informer import Hooks
 from app.kube.ratelimit import TokenBucket
 from app.kube.retries import RetryPolicy
+from app.kube.views import ClusterView
 from app.service import audit_job, lanes, pipeline, schedule
 from app.service.runtime import reads
 from app.service.runtime.reviewing import KubeReviewer
@@ -116,9 +118,11 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
         )
         services.kube = own_client
     kube = services.kube
-    budget = settings.reads
-    services.read_cache = reads.ReadCache(ttl_s=budget.cache_ttl_s, max_entries=budget.max_entries)
-    services.read_pace = TokenBucket(qps=budget.requests_per_s, burst=budget.requests_burst)
+    view = services.view = _start_view(services, kube)
+    services.read_cache = reads.ReadCache(
+        ttl_s=settings.reads.cache_ttl_s, max_entries=settings.reads.max_entries
+    )
+    services.read_pace = TokenBucket(qps=settings.reads.requests_per_s, burst=settings.reads.requests_burst)
     if kube is not None:
         services.reads = _reads(services, kube, own_client, services.read_cache)
     if services.reviews is None and isinstance(kube, kube_client.KubeClient):
@@ -172,6 +176,8 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
             await writer.drain_background()
         if restarter is not None:
             await restarter.stop()
+        if view is not None:
+            await view.stop()
         if own_client is not None:
             await own_client.close()
 
@@ -200,6 +206,24 @@ async def run_audits(app: web.Application) -> AsyncIterator[None]:
         jobs.stop()
 
 
+def _start_view(services: Services, kube: port.KubePort | None) -> ClusterView | None:
+    """The cluster view (`kube.watch`), started: only on the real client (a test's fake port has no
+    watches), on a token bucket of its own at the read routes' rate, reporting to the metrics."""
+    if not services.settings.kube.watch or not isinstance(kube, kube_client.KubeClient):
+        return None
+    metrics, budget = services.metrics, services.settings.reads
+    hooks = Hooks(
+        event=lambda resource, kind: metrics.watch_view_events.labels(resource=resource, type=kind).inc(),
+        relist=lambda resource, why: metrics.watch_view_relists.labels(resource=resource, reason=why).inc(),
+        stale=lambda resource, stale: metrics.watch_view_stale.labels(resource=resource).set(int(stale)),
+    )
+    view = kube.cluster_view(qps=budget.qps, burst=budget.burst, hooks=hooks)
+    for resource in (view.node_informer.resource, view.pod_informer.resource):
+        metrics.watch_view_stale.labels(resource=resource).set(1)  # until its first list and watch
+    view.start()
+    return view
+
+
 def _reads(
     services: Services,
     kube: port.KubePort,
@@ -212,7 +236,7 @@ def _reads(
     source: port.KubePort = kube
     if own_client is not None:
         source = own_client.with_own_limiter(qps=budget.qps, burst=budget.burst)
-    return reads.NodeReads(source, cache=cache, qps=budget.qps, burst=budget.burst)
+    return reads.NodeReads(source, cache=cache, qps=budget.qps, burst=budget.burst, view=services.view)
 
 
 async def _actuators(
@@ -306,5 +330,6 @@ async def _actuators(
         dry_run=dry_run,
         verifier=verifier,
         requeuer=requeuer,
+        view=services.view,
     )
     return executor, drainer, restarter, nodes
