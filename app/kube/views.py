@@ -19,9 +19,10 @@ import asyncio
 import contextlib
 from collections.abc import Iterable, Sequence
 
+from app.backoff import Backoff
 from app.domain import NodeState, PodState
 from app.kube import convert, listwatch
-from app.kube.informer import Hooks, Informer
+from app.kube.informer import DEFAULT_BACKOFF, Hooks, Informer
 from app.kube.listwatch import WATCH_TIMEOUT_S
 from app.kube.responses import JsonObj
 from app.kube.transport import Transport
@@ -174,20 +175,15 @@ def cluster_view(
     hooks: Hooks = Hooks(),  # noqa: B008 - frozen, so one shared default is safe
     page_size: int = VIEW_PAGE_SIZE,
     watch_timeout_s: int = WATCH_TIMEOUT_S,
+    backoff: Backoff = DEFAULT_BACKOFF,
 ) -> ClusterView:
     """A view on `transport` (give it a token bucket of its own: a start-up list is many pages)."""
     node_cache = NodeCache(gpu_resources=gpu_resources)
     pod_cache = GpuPodCache(gpu_resources=gpu_resources)
-    nodes = Informer(
-        listwatch.nodes(transport, page_size=page_size),
-        node_cache,
-        hooks=hooks,
-        watch_timeout_s=watch_timeout_s,
-    )
-    pods = Informer(
-        listwatch.pods(transport, page_size=page_size),
-        pod_cache,
-        hooks=hooks,
-        watch_timeout_s=watch_timeout_s,
-    )
+
+    def informer(source: listwatch.ListWatch, cache: NodeCache | GpuPodCache) -> Informer:
+        return Informer(source, cache, hooks=hooks, watch_timeout_s=watch_timeout_s, backoff=backoff)
+
+    nodes = informer(listwatch.nodes(transport, page_size=page_size), node_cache)
+    pods = informer(listwatch.pods(transport, page_size=page_size), pod_cache)
     return ClusterView(nodes, pods, node_cache, pod_cache)
