@@ -180,6 +180,7 @@ async def open_world(
     cluster: KubeApiServer | None = None,
     identity: str = "sickbay-test-0",
     clock: Clock | None = None,
+    watch: bool = False,
 ) -> AsyncIterator[World]:
     """Sickbay against a simulated cluster whose deleted pods stay Terminating for their grace period
     times `grace_scale` (the default turns 30 s into 0.3 s), as behind a kubelet.
@@ -189,7 +190,11 @@ async def open_world(
     so a test of the acting ladder says that it needs one.
 
     `cluster` (another world's `sim`) runs this replica against that world's API server instead of a
-    new one: a second replica, with its own `identity`, inbox under `tmp` and `clock`."""
+    new one: a second replica, with its own `identity`, inbox under `tmp` and `clock`.
+
+    `watch` hands the service the client itself rather than the `Spy` around it, so it starts its cluster
+    view (`kube.watch`, on the real client only) and reconciles and renders from it; `spy` then records
+    nothing."""
     async with contextlib.AsyncExitStack() as stack:
         sim = cluster or await stack.enter_async_context(KubeApiServer(seed=seed, grace_scale=grace_scale))
         kubeconfig = sim.write_kubeconfig(tmp / "kubeconfig")
@@ -213,7 +218,7 @@ async def open_world(
             **({"pipeline": pipeline} if pipeline else {}),
             **({"prediction": prediction} if prediction else {}),
         )
-        app = build_app(settings, kube=spy, clock=clock)  # type: ignore[arg-type]
+        app = build_app(settings, kube=kube if watch else spy, clock=clock)  # type: ignore[arg-type]
         client = TestClient(TestServer(app))
         await client.start_server()
         await app[SERVICES].prediction_started()  # it starts in the background
