@@ -137,53 +137,47 @@ async def serve(
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.enable_chunked_encoding()
     await response.prepare(call.request)
-    sent = 0
+    resource = call.info.counted_resource
 
     async def send(kind: str, obj: JsonObj) -> None:
-        nonlocal sent
         line = _event(kind, obj)
-        sent += len(line)
+        state.counters.record_bytes("watch", resource, len(line))  # as sent, so a long watch is counted
         await response.write(line)
 
-    try:
-        if query.start is None:
-            seen = int(store.resource_version)
-            for obj in [o for o in store.items(rt) if selected(o)]:
-                await send(ADDED, _typed(rt, obj))
-        else:
-            seen = query.start
-        next_bookmark = loop.time() + config.bookmark_interval_s
-        while not state.closing.is_set():
-            # Read the log and the store's version in one step: after sending these, this watch has seen
-            # every change of its resource up to `upto`.
-            upto = int(store.resource_version)
-            try:
-                changes = log.since(key, seen)
-            except Expired as expired:
-                gone = ApiError(410, "Expired", message=str(expired))
-                await send("ERROR", gone.status())
-                break
-            for change in changes:
-                event = _as_seen(change, selected)
-                if event is not None:
-                    await send(event[0], _typed(rt, event[1]))
-            seen = max(seen, upto)
-            now = loop.time()
-            if now >= deadline:
-                break
-            if query.bookmarks and now >= next_bookmark:
-                mark = {
-                    "kind": rt.kind,
-                    "apiVersion": rt.api_version,
-                    "metadata": {"resourceVersion": str(seen)},
-                }
-                await send("BOOKMARK", mark)
-                next_bookmark = now + config.bookmark_interval_s
-            wake = min(deadline, next_bookmark if query.bookmarks else deadline) - now
-            await log.changed(within_s=max(0.0, min(wake, _POLL_S)))
-    except (ConnectionResetError, asyncio.CancelledError):
-        state.counters.record_bytes("watch", call.info.counted_resource, sent)
-        raise
-    state.counters.record_bytes("watch", call.info.counted_resource, sent)
+    if query.start is None:
+        seen = int(store.resource_version)
+        for obj in [o for o in store.items(rt) if selected(o)]:
+            await send(ADDED, _typed(rt, obj))
+    else:
+        seen = query.start
+    next_bookmark = loop.time() + config.bookmark_interval_s
+    while not state.closing.is_set():
+        # Read the log and the store's version in one step: after sending these, this watch has seen
+        # every change of its resource up to `upto`.
+        upto = int(store.resource_version)
+        try:
+            changes = log.since(key, seen)
+        except Expired as expired:
+            gone = ApiError(410, "Expired", message=str(expired))
+            await send("ERROR", gone.status())
+            break
+        for change in changes:
+            event = _as_seen(change, selected)
+            if event is not None:
+                await send(event[0], _typed(rt, event[1]))
+        seen = max(seen, upto)
+        now = loop.time()
+        if now >= deadline:
+            break
+        if query.bookmarks and now >= next_bookmark:
+            mark = {
+                "kind": rt.kind,
+                "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": str(seen)},
+            }
+            await send("BOOKMARK", mark)
+            next_bookmark = now + config.bookmark_interval_s
+        wake = min(deadline, next_bookmark if query.bookmarks else deadline) - now
+        await log.changed(within_s=max(0.0, min(wake, _POLL_S)))
     await response.write_eof()
     return response
