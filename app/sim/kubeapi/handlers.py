@@ -103,7 +103,8 @@ async def _serve(request: web.Request, state: SimState) -> web.StreamResponse:
     # From here on nothing awaits: the operation reads and writes state in one step.
     code, result = _dispatch(call, raw)
     response = json_response(result, status=code)
-    state.counters.record_bytes(verb, info.counted_resource, len(response.body or b""))
+    body = response.body
+    state.counters.record_bytes(verb, info.counted_resource, len(body) if isinstance(body, bytes) else 0)
     return response
 
 
