@@ -61,6 +61,50 @@ def read_timeseries(directory: Path) -> pd.DataFrame:
     return pd.read_csv(path, usecols=_wanted(set(header)), low_memory=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """A time series' size and span, known before its features are computed: rows, first and last
+    instant, and the sampling step (the median gap between distinct instants; None with one instant)."""
+
+    rows: int
+    start: float
+    end: float
+    step_s: float | None
+
+
+def scan_timestamps(batches: Iterable[npt.NDArray[np.float64]]) -> Scan:
+    """The scan of timestamps arriving in batches (at most one batch and the distinct instants in memory)."""
+    rows, start, end = 0, np.inf, -np.inf
+    instants: set[float] = set()
+    for batch in batches:
+        t = np.asarray(batch, dtype=np.float64)
+        t = t[np.isfinite(t)]
+        if not t.size:
+            continue
+        rows += len(t)
+        start, end = min(start, float(t.min())), max(end, float(t.max()))
+        instants.update(np.unique(t).tolist())
+    ordered = np.sort(np.fromiter(instants, dtype=np.float64, count=len(instants)))
+    step = float(np.median(np.diff(ordered))) if ordered.size > 1 else None
+    return Scan(rows=rows, start=float(start), end=float(end), step_s=step)
+
+
+def scan(directory: Path, *, batch_rows: int = 1 << 20) -> Scan:
+    """The dataset's scan, reading only its time column, a batch at a time."""
+    path = timeseries_path(directory)
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq  # noqa: PLC0415 - needed here only
+
+        handle = pq.ParquetFile(path)
+        column = "timestamp" if "timestamp" in handle.schema_arrow.names else "time"
+        batches = handle.iter_batches(columns=[column], batch_size=batch_rows)
+        return scan_timestamps(features.timestamps(batch.to_pandas()) for batch in batches)
+    header = pd.read_csv(path, nrows=0).columns
+    column = "timestamp" if "timestamp" in header else "time"
+    reader = pd.read_csv(path, usecols=[column], chunksize=batch_rows)
+    return scan_timestamps(features.timestamps(chunk) for chunk in reader)
+
+
 def _wanted(available: set[str]) -> list[str]:
     host = [name for name in features.HOST_COLUMNS if name in available][:1]
     names = [*ID_COLUMNS, *host, *features.SOURCE_METRICS, *features.ALIASES]
