@@ -19,6 +19,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from app.predict import features, history
+from app.predict.sampling import Scan, scan_timestamps
 
 # What features read from the table besides the DCGM fields.
 ID_COLUMNS: tuple[str, ...] = ("timestamp", "node", "gpu", "uuid", "present")
@@ -59,34 +60,6 @@ def read_timeseries(directory: Path) -> pd.DataFrame:
         return pd.read_parquet(path, columns=wanted)
     header = pd.read_csv(path, nrows=0).columns
     return pd.read_csv(path, usecols=_wanted(set(header)), low_memory=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Scan:
-    """A time series' size and span, known before its features are computed: rows, first and last
-    instant, and the sampling step (the median gap between distinct instants; None with one instant)."""
-
-    rows: int
-    start: float
-    end: float
-    step_s: float | None
-
-
-def scan_timestamps(batches: Iterable[npt.NDArray[np.float64]]) -> Scan:
-    """The scan of timestamps arriving in batches (at most one batch and the distinct instants in memory)."""
-    rows, start, end = 0, np.inf, -np.inf
-    instants: set[float] = set()
-    for batch in batches:
-        t = np.asarray(batch, dtype=np.float64)
-        t = t[np.isfinite(t)]
-        if not t.size:
-            continue
-        rows += len(t)
-        start, end = min(start, float(t.min())), max(end, float(t.max()))
-        instants.update(np.unique(t).tolist())
-    ordered = np.sort(np.fromiter(instants, dtype=np.float64, count=len(instants)))
-    step = float(np.median(np.diff(ordered))) if ordered.size > 1 else None
-    return Scan(rows=rows, start=float(start), end=float(end), step_s=step)
 
 
 def scan(directory: Path, *, batch_rows: int = 1 << 20) -> Scan:

@@ -266,7 +266,13 @@ def prepare_sources(
     if scans is None and not whole and config.negative_rate != 1.0:
         sources = list(sources)
         scans = [_scan_frame(source.frame) for source in sources]
-    chosen = sampling.plan(config, scans or [], whole=whole)
+    chosen = sampling.plan(
+        scans or [],
+        negative_rate=config.negative_rate,
+        every_s=config.every_s,
+        spec=config.split,
+        whole=whole,
+    )
     rows = _Rows(matrix.RowBuffer(len(features.FEATURES), capacity=chosen.estimated_rows))
     failures: list[pd.DataFrame] = []
     step_s: float | None = None

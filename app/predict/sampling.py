@@ -22,7 +22,7 @@ and the choice depends on the seed and the row only, never on how the rows were 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,12 +30,38 @@ import numpy.typing as npt
 import pandas as pd
 
 from app.predict import split
-from app.predict.dataset import Scan
-from app.predict.train_config import TrainConfig
 
 # Auto rate: keep about this many rows of all the data's feature rows (every positive kept besides), a size
 # `HistGradientBoostingClassifier` fits in about a minute on 2 cores; smaller data keeps every row.
 AUTO_KEEP_ROWS = 4_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """A time series' size and span, known before its features are computed: rows, first and last
+    instant, and the sampling step (the median gap between distinct instants; None with one instant)."""
+
+    rows: int
+    start: float
+    end: float
+    step_s: float | None
+
+
+def scan_timestamps(batches: Iterable[npt.NDArray[np.float64]]) -> Scan:
+    """The scan of timestamps arriving in batches (at most one batch and the distinct instants in memory)."""
+    rows, start, end = 0, np.inf, -np.inf
+    instants: set[float] = set()
+    for batch in batches:
+        t = np.asarray(batch, dtype=np.float64)
+        t = t[np.isfinite(t)]
+        if not t.size:
+            continue
+        rows += len(t)
+        start, end = min(start, float(t.min())), max(end, float(t.max()))
+        instants.update(np.unique(t).tolist())
+    ordered = np.sort(np.fromiter(instants, dtype=np.float64, count=len(instants)))
+    step = float(np.median(np.diff(ordered))) if ordered.size > 1 else None
+    return Scan(rows=rows, start=float(start), end=float(end), step_s=step)
 
 
 def auto_rate(rows: int, *, keep_rows: int = AUTO_KEEP_ROWS) -> float:
@@ -160,14 +186,21 @@ class Record:
         }
 
 
-def plan(config: TrainConfig, scans: Sequence[Scan], *, whole: bool = False) -> Plan:
-    """The run's down-sampling: its rate (configured, or auto from the feature rows the scans promise)
-    and the bounds of the rows it may down-sample (none when evaluating, or at rate 1)."""
-    estimated = sum(estimated_feature_rows(s.rows, step_s=s.step_s, every_s=config.every_s) for s in scans)
-    rate = auto_rate(estimated) if config.negative_rate is None else check_rate(config.negative_rate)
+def plan(
+    scans: Sequence[Scan],
+    *,
+    negative_rate: float | None,
+    every_s: float | None,
+    spec: split.SplitSpec,
+    whole: bool = False,
+) -> Plan:
+    """The run's down-sampling: its rate (`negative_rate`, or None: auto from the feature rows the scans
+    promise) and the bounds of the rows it may down-sample (none when evaluating, or at rate 1)."""
+    estimated = sum(estimated_feature_rows(s.rows, step_s=s.step_s, every_s=every_s) for s in scans)
+    rate = auto_rate(estimated) if negative_rate is None else check_rate(negative_rate)
     spanned = [s for s in scans if s.rows]
     bounds = None
     if not whole and rate < 1.0 and spanned:
         start, end = min(s.start for s in spanned), max(s.end for s in spanned)
-        bounds = lower_bounds(start, end, config.split, every_s=config.every_s)
-    return Plan(rate=rate, auto=config.negative_rate is None, estimated_rows=estimated, bounds=bounds)
+        bounds = lower_bounds(start, end, spec, every_s=every_s)
+    return Plan(rate=rate, auto=negative_rate is None, estimated_rows=estimated, bounds=bounds)
