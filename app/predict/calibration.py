@@ -75,6 +75,16 @@ def calibrate_scores(
     return calibrated
 
 
+def probabilities_from_scores(calibrated: Any, decision: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """What `calibrated.predict_proba(x)[:, 1]` gives, from the base model's `decision` scores on x: a
+    binary `_CalibratedClassifier` applies its one calibrator to them (and clips a hair above 1 to 1)."""
+    (pair,) = calibrated.calibrated_classifiers_
+    (calibrator,) = pair.calibrators
+    p = np.asarray(calibrator.predict(np.asarray(decision, dtype=np.float64)), dtype=np.float64)
+    p[(p > 1.0) & (p <= 1.0 + 1e-5)] = 1.0
+    return p
+
+
 def example_rows(
     x: npt.NDArray[np.float32], y: npt.NDArray[np.int8]
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int8]]:

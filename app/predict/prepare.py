@@ -148,6 +148,7 @@ class _Rows:
     region_rows: int = 0
     region_negatives: int = 0
     kept_negatives: int = 0
+    unused_dropped: int = 0
     t_min: float = np.inf
     t_max: float = -np.inf
 
@@ -187,6 +188,7 @@ class _Rows:
             region_rows=self.region_rows,
             region_negatives=self.region_negatives,
             kept_negatives=self.kept_negatives,
+            unused_dropped=self.unused_dropped,
         )
 
 
@@ -236,6 +238,10 @@ def _down_sample(
         region = sampling.region(table["node"], t, config.split, chosen.bounds)
     candidate = region & (lab.label != 1)
     kept = sampling.keep(table, candidate, chosen.rate, seed=config.seed, salt=name)
+    if not validation_sources and chosen.upper is not None:
+        drop = sampling.unused(table["node"], t, config.split, chosen.upper)
+        rows.unused_dropped += int(drop.sum())
+        kept &= ~drop
     rows.region_rows += int(region.sum())
     rows.region_negatives += int(candidate.sum())
     rows.kept_negatives += int((candidate & kept).sum())
@@ -321,7 +327,7 @@ def prepare_sources(
     )
     part, edges = _split(key_frame, rows, config, whole=whole, validation_sources=validation_sources)
     if chosen.active and chosen.bounds is not None:
-        _check_bounds(edges, chosen.bounds)
+        _check_bounds(edges, chosen.bounds, chosen.upper)
     return Prepared(
         data=data,
         part=part,
@@ -354,11 +360,13 @@ def _split(
     return split.assign(nodes, timestamps, config.split, edges=edges)
 
 
-def _check_bounds(edges: split.Boundaries, bounds: split.Boundaries) -> None:
-    # Down-sampled rows were judged against `bounds`: were the final boundaries earlier, a validation or
-    # holdout row might have been dropped. `sampling.lower_bounds` rules that out; this says if it broke.
-    if edges.train_end < bounds.train_end or edges.validation_end < bounds.validation_end:
-        raise RuntimeError(f"the split's boundaries {edges} are earlier than the down-sampling's {bounds}")
+def _check_bounds(edges: split.Boundaries, lower: split.Boundaries, upper: split.Boundaries | None) -> None:
+    # Rows were down-sampled or dropped against these bounds: were the final boundaries outside them, a
+    # validation or holdout row might have been lost. `sampling` rules that out; this says if it broke.
+    if edges.train_end < lower.train_end or edges.validation_end < lower.validation_end:
+        raise RuntimeError(f"the split's boundaries {edges} are earlier than the down-sampling's {lower}")
+    if upper is not None and (edges.start < upper.start or edges.validation_end > upper.validation_end):
+        raise RuntimeError(f"the split's boundaries {edges} are outside the down-sampling's {upper}")
 
 
 def drop_fields(frame: pd.DataFrame, probability: float, *, seed: int, salt: str) -> pd.DataFrame:

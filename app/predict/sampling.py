@@ -13,7 +13,8 @@ it — so calibration fits to the true base rate directly, which also absorbs an
 
 Which rows are down-sampled: only those that can be nothing but training (or unused) rows whatever the
 final data span (`region`), judged against lower bounds of the split's time boundaries known before the
-features are computed (`lower_bounds`), so validation and holdout rows are kept, every one. Which
+features are computed (`lower_bounds`), so validation and holdout rows are kept, every one; rows that
+can only be unused (warm-up, a training node after validation: `unused`) are dropped while down-sampling. Which
 negatives are kept: stratified by GPU and time — each GPU keeps `rate` of its down-sampled rows, evenly
 spaced in time (systematic sampling from a seeded offset per GPU), so no GPU and no period is left out,
 and the choice depends on the seed and the row only, never on how the rows were chunked.
@@ -104,6 +105,24 @@ def region(
     return np.where(held, t < bounds.validation_end, t < bounds.train_end)
 
 
+def upper_bounds(start: float, end: float, spec: split.SplitSpec) -> split.Boundaries:
+    """Boundaries no earlier than the final split's: the features' span lies within the samples'."""
+    return split.boundaries(np.array([start, end]), spec)
+
+
+def unused(
+    nodes: pd.Series,
+    timestamps: npt.NDArray[np.float64],
+    spec: split.SplitSpec,
+    upper: split.Boundaries,
+) -> npt.NDArray[np.bool_]:
+    """Rows `split.assign` can only make NONE: the warm-up (its start is the samples' first instant), and
+    a training node's rows after the validation part's latest possible end. Training drops them."""
+    held = split.holdout_nodes(nodes, fraction=spec.holdout_node_fraction, salt=spec.salt)
+    t = np.asarray(timestamps, dtype=np.float64)
+    return np.asarray((t < upper.start + spec.warmup_s) | (~held & (t >= upper.validation_end)), dtype=bool)
+
+
 def _unit(text: str) -> float:
     digest = hashlib.sha256(text.encode()).digest()
     return int.from_bytes(digest[:8], "big") / float(1 << 64)
@@ -153,6 +172,7 @@ class Plan:
     auto: bool
     estimated_rows: int
     bounds: split.Boundaries | None  # None: no row is down-sampled (rate 1, or evaluation)
+    upper: split.Boundaries | None = None
 
     @property
     def active(self) -> bool:
@@ -168,6 +188,7 @@ class Record:
     region_rows: int
     region_negatives: int
     kept_negatives: int
+    unused_dropped: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -180,6 +201,7 @@ class Record:
             "down_sampled_region_rows": self.region_rows,
             "region_negatives": self.region_negatives,
             "region_negatives_kept": self.kept_negatives,
+            "unused_rows_dropped": self.unused_dropped,
             "stratified": "per GPU, evenly in time (systematic, seeded offset per GPU)",
             "calibration": "sigmoid/isotonic on the validation part, which is never down-sampled",
             "holdout": "never down-sampled",
@@ -199,8 +221,9 @@ def plan(
     estimated = sum(estimated_feature_rows(s.rows, step_s=s.step_s, every_s=every_s) for s in scans)
     rate = auto_rate(estimated) if negative_rate is None else check_rate(negative_rate)
     spanned = [s for s in scans if s.rows]
-    bounds = None
+    bounds = upper = None
     if not whole and rate < 1.0 and spanned:
         start, end = min(s.start for s in spanned), max(s.end for s in spanned)
         bounds = lower_bounds(start, end, spec, every_s=every_s)
-    return Plan(rate=rate, auto=negative_rate is None, estimated_rows=estimated, bounds=bounds)
+        upper = upper_bounds(start, end, spec)
+    return Plan(rate=rate, auto=negative_rate is None, estimated_rows=estimated, bounds=bounds, upper=upper)

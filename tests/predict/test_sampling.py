@@ -85,10 +85,14 @@ def test_region_keeps_validation_and_holdout_rows_out() -> None:
     t = keys["timestamp"].to_numpy(dtype=np.float64)
     edges = split.boundaries(t, spec)
     bounds = sampling.lower_bounds(float(t.min()), float(t.max()), spec, every_s=1800.0)
+    upper = sampling.upper_bounds(float(t.min()), float(t.max()), spec)
     part, _ = split.assign(keys["node"].to_numpy(dtype=object), t, spec, edges=edges)
     inside = sampling.region(keys["node"], t, spec, bounds)
     assert set(np.unique(part[inside])) <= {split.Part.TRAIN, split.Part.NONE}
     assert inside[part == split.Part.TRAIN].all()
+    dropped = sampling.unused(keys["node"], t, spec, upper)
+    assert (part[dropped] == split.Part.NONE).all()
+    assert dropped.mean() > 0.15  # the warm-up, and the training nodes' last quarter
 
 
 def test_row_buffer_fills_one_matrix_growing_in_place() -> None:
@@ -158,6 +162,9 @@ def test_calibrating_in_chunks_gives_the_model_calibrated_classifier_cv_gives() 
         assert np.array_equal(
             expected.predict_proba(x)[:, 1], calibration.probabilities(got, x, chunk_rows=4_099)
         )
+        # From scores streamed beforehand, as the benchmark scores rows it never holds at once.
+        from_scores = calibration.probabilities_from_scores(got, calibration.scores(base, x))
+        assert np.array_equal(expected.predict_proba(x)[:, 1], from_scores)
 
 
 # -- preparing a simulated fleet -------------------------------------------------------------------------
@@ -224,6 +231,7 @@ def test_the_model_card_records_the_rate(full: train.Prepared, sampled: train.Pr
     record = card.model.card.training["negative_sampling"]
     assert (record["rate"], record["chosen"], record["negative_weight"]) == (0.2, "config", 5.0)
     assert record["region_negatives_kept"] < record["region_negatives"]
+    assert record["unused_rows_dropped"] > 0
     auto = full.sampling.as_dict()
     assert (auto["chosen"], auto["rate"]) == ("auto", 1.0)
     assert auto["estimated_feature_rows"] == pytest.approx(auto["rows_seen"], rel=0.05)
