@@ -57,10 +57,9 @@ def holdout_nodes(
     nodes: pd.Series | npt.NDArray[np.object_], *, fraction: float, salt: str
 ) -> npt.NDArray[np.bool_]:
     """Whether each node is a holdout node: sha256(salt/node) as a number in [0, 1) below `fraction`."""
-    names = pd.Series(nodes, dtype=object).astype(str)
-    unique = names.unique()
-    chosen = {name: _unit(f"{salt}/{name}") < fraction for name in unique}
-    return names.map(chosen).to_numpy(dtype=bool)
+    codes, unique = pd.factorize(pd.Series(nodes, dtype=object).astype(str))
+    chosen = np.array([_unit(f"{salt}/{name}") < fraction for name in unique], dtype=bool)
+    return chosen[codes]
 
 
 def _unit(text: str) -> float:

@@ -16,7 +16,10 @@ Each size runs in its own process (its own peak RSS), in two streaming passes ov
    then `train.fit_estimator` (the shipped config) on them;
 2. validation and holdout rows, regenerated from the same seeds, never down-sampled: the base model's
    scores only (`calibration.scores`); then `calibration.calibrate_scores` on every validation row,
-   and the holdout's calibrated probabilities (`calibration.probabilities_from_scores`).
+   and the holdout's calibrated probabilities (`calibration.probabilities_from_scores`). The holdout is
+   also scored with features drawn from the pool's training-node side ("same side"): the unseen pool
+   nodes differ from the seen ones (a shift both models share), which moves the holdout's mean
+   probability; on the same side, calibration itself shows.
 
 The full-data model is the same run at rate 1, where it fits (default up to 4M rows): the claim is that the
 down-sampled model's holdout PR-AUC and calibration (mean predicted vs observed rate) match it.
@@ -174,6 +177,7 @@ def run(
             base, scored["val_s"], scored["val_y"], config.calibration, example=scored["example"]
         )
         p = calibration.probabilities_from_scores(model, scored["hold_s"])
+        p_same = calibration.probabilities_from_scores(model, scored["same_s"])
         calibrate_s = time.perf_counter() - started
     hold_y = scored["hold_y"]
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -197,13 +201,15 @@ def run(
         "peak_mib": usage.ru_maxrss / 1024,
         "pr_auc": float(average_precision_score(hold_y, p)),
         "mean_p": float(p.mean()),
+        "mean_p_same_nodes": float(p_same.mean()),
+        "pr_auc_same_nodes": float(average_precision_score(hold_y, p_same)),
         "observed": float(hold_y.mean()),
     }
 
 
 def score_pass(rows: int, base: Any, *, pool: Pool, spec: split.SplitSpec, seed: int) -> dict[str, Any]:
     """Pass 2: validation and holdout rows regenerated chunk by chunk; only their scores are kept."""
-    val_s, val_y, hold_s, hold_y = [], [], [], []
+    val_s, val_y, hold_s, hold_y, same_s = [], [], [], [], []
     example_x, example_y = [], []
     for chunk in chunks(rows, spec, seed=seed):
         # The features are drawn afresh (same seeds whatever the rate: the full-data model is judged on the
@@ -216,6 +222,9 @@ def score_pass(rows: int, base: Any, *, pool: Pool, spec: split.SplitSpec, seed:
             x = pool.draw(chunk.y[mine], held, chunk.rng)
             scores.append(calibration.scores(base, x))
             ys.append(chunk.y[mine])
+            if which == split.Part.HOLDOUT:
+                # The same rows drawn as training nodes' rows: calibration where nothing shifts.
+                same_s.append(calibration.scores(base, pool.draw(chunk.y[mine], False, chunk.rng)))
             if which == split.Part.VALIDATION and sum(int((e == 1).sum()) for e in example_y) < 5:
                 example_x.append(x)
                 example_y.append(chunk.y[mine])
@@ -225,6 +234,7 @@ def score_pass(rows: int, base: Any, *, pool: Pool, spec: split.SplitSpec, seed:
         "val_y": np.concatenate(val_y),
         "hold_s": np.concatenate(hold_s),
         "hold_y": np.concatenate(hold_y),
+        "same_s": np.concatenate(same_s),
         "example": calibration.example_rows(ex_x, ex_y),
     }
 
@@ -293,6 +303,8 @@ def render(results: list[dict[str, Any]], *, args: argparse.Namespace) -> Group:
         "peak MiB",
         "holdout PR-AUC",
         "mean p / observed",
+        "same-side PR-AUC",
+        "same-side mean p / obs.",
     ):
         table.add_column(column, justify="right")
     for result in results:
@@ -312,6 +324,8 @@ def render(results: list[dict[str, Any]], *, args: argparse.Namespace) -> Group:
                 f"{r['peak_mib']:.0f}",
                 f"{r['pr_auc']:.3f}",
                 f"{r['mean_p'] / r['observed']:.2f}" if r["observed"] else "-",
+                f"{r['pr_auc_same_nodes']:.3f}",
+                f"{r['mean_p_same_nodes'] / r['observed']:.2f}" if r["observed"] else "-",
             )
     lines = [
         Text(
@@ -319,7 +333,9 @@ def render(results: list[dict[str, Any]], *, args: argparse.Namespace) -> Group:
             "the default split; rows drawn from the pool with "
             f"{JITTER:.0%} jitter (holdout rows from its holdout nodes). Auto rate = min(1, "
             f"{sampling.AUTO_KEEP_ROWS:,} / rows); '(set)': --compare-rate, where auto keeps every row. "
-            "Total s = generate + fit + score validation and holdout + calibrate."
+            "Total s = generate + fit + score validation and holdout + calibrate. Same-side: the holdout's rows "
+            "and labels with features drawn from the pool's training nodes, as the validation part's are "
+            "(no shift between calibration and test: calibration at the true base rate shows as a ratio near 1)."
         )
     ]
     biggest = max(results, key=lambda result: result["rows"])["sampled"]
