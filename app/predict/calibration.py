@@ -26,7 +26,7 @@ MIN_CLASS_ROWS = 5
 
 
 def scores(
-    model: Any, x: npt.NDArray[np.float32], *, chunk_rows: int = CHUNK_ROWS
+    model: Any, x: npt.NDArray[np.float32] | npt.NDArray[np.float64], *, chunk_rows: int = CHUNK_ROWS
 ) -> npt.NDArray[np.float64]:
     """The fitted classifier's decision function (log-odds) per row, a chunk at a time."""
     return _chunked(model.decision_function, x, chunk_rows)

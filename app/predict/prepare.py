@@ -42,7 +42,7 @@ class Prepared:
         return self.data.subset(self.part == which)
 
     def weight_of(self, which: split.Part) -> npt.NDArray[np.float32]:
-        return self.weight[self.part == which]
+        return np.asarray(self.weight[self.part == which], dtype=np.float32)
 
 
 def feature_chunks(
@@ -105,7 +105,7 @@ def prepare(
         with steps.step("hash data"):
             return dataset.dataset_hash(list(directories))
 
-    scans: list[dataset.Scan] | None = None
+    scans: list[sampling.Scan] | None = None
     if not whole and config.negative_rate != 1.0:
         with steps.step("scan"):
             scans = [dataset.scan(directory) for directory in directories]
@@ -121,8 +121,8 @@ def prepare(
     )
 
 
-def _scan_frame(frame: pd.DataFrame) -> dataset.Scan:
-    return dataset.scan_timestamps([features.timestamps(frame)])
+def _scan_frame(frame: pd.DataFrame) -> sampling.Scan:
+    return sampling.scan_timestamps([features.timestamps(frame)])
 
 
 def _take(lab: labels.Labels, mask: npt.NDArray[np.bool_]) -> labels.Labels:
@@ -140,7 +140,7 @@ class _Rows:
 
     buffer: matrix.RowBuffer
     keys: list[pd.DataFrame] = field(default_factory=list)
-    labels: list[labels.Labels] = field(default_factory=list)
+    label_parts: list[labels.Labels] = field(default_factory=list)
     traps: list[npt.NDArray[np.object_]] = field(default_factory=list)
     validating: list[npt.NDArray[np.bool_]] = field(default_factory=list)
     weights: list[npt.NDArray[np.float32]] = field(default_factory=list)
@@ -169,16 +169,16 @@ class _Rows:
         self.buffer.append(table[list(features.FEATURES)].to_numpy(dtype=np.float32))
         self.keys.append(table[list(features.KEY_COLUMNS)])
         self.validating.append(np.full(len(table), validating, dtype=bool))
-        self.labels.append(lab)
+        self.label_parts.append(lab)
         self.traps.append(kinds)
         self.weights.append(weight)
 
     def merged_labels(self) -> labels.Labels:
         return labels.Labels(
-            label=np.concatenate([lab.label for lab in self.labels]),
-            status=np.concatenate([lab.status for lab in self.labels]),
-            time_to_failure_s=np.concatenate([lab.time_to_failure_s for lab in self.labels]),
-            failure_id=np.concatenate([lab.failure_id for lab in self.labels]),
+            label=np.concatenate([lab.label for lab in self.label_parts]),
+            status=np.concatenate([lab.status for lab in self.label_parts]),
+            time_to_failure_s=np.concatenate([lab.time_to_failure_s for lab in self.label_parts]),
+            failure_id=np.concatenate([lab.failure_id for lab in self.label_parts]),
         )
 
     def record(self, chosen: sampling.Plan) -> sampling.Record:
@@ -259,7 +259,7 @@ def prepare_sources(
     whole: bool = False,
     tag_nodes: bool = False,
     validation_sources: frozenset[str] = frozenset(),
-    scans: Sequence[dataset.Scan] | None = None,
+    scans: Sequence[sampling.Scan] | None = None,
 ) -> Prepared:
     """Featurise and label sources one at a time (a frame is dropped once featurised), node chunk by node
     chunk into one preallocated matrix (`matrix.RowBuffer`), down-sampling the training negatives of each

@@ -209,8 +209,13 @@ def run(
 
 def score_pass(rows: int, base: Any, *, pool: Pool, spec: split.SplitSpec, seed: int) -> dict[str, Any]:
     """Pass 2: validation and holdout rows regenerated chunk by chunk; only their scores are kept."""
-    val_s, val_y, hold_s, hold_y, same_s = [], [], [], [], []
-    example_x, example_y = [], []
+    val_s: list[npt.NDArray[np.float64]] = []
+    hold_s: list[npt.NDArray[np.float64]] = []
+    same_s: list[npt.NDArray[np.float64]] = []
+    val_y: list[npt.NDArray[np.int8]] = []
+    hold_y: list[npt.NDArray[np.int8]] = []
+    example_x: list[npt.NDArray[np.float32]] = []
+    example_y: list[npt.NDArray[np.int8]] = []
     for chunk in chunks(rows, spec, seed=seed):
         # The features are drawn afresh (same seeds whatever the rate: the full-data model is judged on the
         # very same rows); the parts and labels are pass 1's.
