@@ -1,23 +1,24 @@
 """Negative down-sampling for training at fleet scale: every positive, a share `rate` of the negatives.
 
 Pure. A fleet of 10,000 GPUs over 28 days is tens of millions of feature rows, about one in a thousand
-positive: the negatives are nearly all of the memory and fitting time, and most of them say the same
-thing. So training keeps every positive and a fraction `rate` of the negatives, and weighs each kept
-negative 1 / rate, so the weighted training objective equals the full data's in expectation. This is the
-negative down-sampling of He et al. 2014, "Practical Lessons from Predicting Clicks on Ads at Facebook"
-(ADKDD '14, section 6.2), which undoes it after training with the prior correction
-p' = p / (p + (1 - p) / rate). We need no such correction: the kept negatives carry their weight during
-fitting, and probabilities are calibrated afterwards on the validation part, which is NEVER down-sampled
-(nor is the holdout) — thresholds count sustained alarms and false alarms per node-day on every row of
-it — so calibration fits to the true base rate directly, which also absorbs any bias the weighting leaves.
+positive: the negatives are nearly all of the memory and fitting time, and most of them say the same thing. So
+training keeps every positive and a fraction `rate` of the negatives, and weighs each kept negative 1 / rate,
+so the weighted training objective equals the full data's in expectation. This is the negative down-sampling
+of He et al. 2014, "Practical Lessons from Predicting Clicks on Ads at Facebook" (ADKDD '14,
+doi:10.1145/2648584.2648589, section 6.2), which undoes it after training without weights by the
+re-calibration of section 6.3, q = p / (p + (1 - p) / w) with w the rate. We need no such correction: the kept
+negatives carry their weight during fitting, and probabilities are calibrated afterwards on the validation
+part, which is NEVER down-sampled (nor is the holdout) — thresholds count sustained alarms and false alarms
+per node-day on every row of it — so calibration fits to the true base rate directly, which also absorbs any
+bias the weighting leaves.
 
-Which rows are down-sampled: only those that can be nothing but training (or unused) rows whatever the
-final data span (`region`), judged against lower bounds of the split's time boundaries known before the
-features are computed (`lower_bounds`), so validation and holdout rows are kept, every one; rows that
-can only be unused (warm-up, a training node after validation: `unused`) are dropped while down-sampling. Which
-negatives are kept: stratified by GPU and time — each GPU keeps `rate` of its down-sampled rows, evenly
-spaced in time (systematic sampling from a seeded offset per GPU), so no GPU and no period is left out,
-and the choice depends on the seed and the row only, never on how the rows were chunked.
+Which rows are down-sampled: only those that can be nothing but training (or unused) rows whatever the final
+data span (`region`), judged against lower bounds of the split's time boundaries known before the features are
+computed (`lower_bounds`), so validation and holdout rows are kept, every one; rows that can only be unused
+(warm-up, a training node after validation: `unused`) are dropped while down-sampling. Which negatives are
+kept: stratified by GPU and time — each GPU keeps `rate` of its down-sampled rows, evenly spaced in time
+(systematic sampling from a seeded offset per GPU), so no GPU and no period is left out, and the choice
+depends on the seed and the row only, never on how the rows were chunked.
 """
 
 from __future__ import annotations
