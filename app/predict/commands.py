@@ -125,6 +125,13 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="chance that a training node loses each exporter field group (default 0)",
     )
+    parser.add_argument(
+        "--negative-rate",
+        type=float,
+        default=None,
+        help="share of training negatives kept, each weighing 1/rate; every positive, validation and holdout "
+        "row is kept (default: auto from the row count, 1 up to 4M feature rows)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="OpenMP threads for fitting (default: all)")
     parser.add_argument("--provenance", action="append", default=[], help="how the data was made (recorded)")
     parser.add_argument("--no-activate", action="store_true", help="save the model without making it current")

@@ -19,6 +19,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from app.predict import features, history
+from app.predict.sampling import Scan, scan_timestamps
 
 # What features read from the table besides the DCGM fields.
 ID_COLUMNS: tuple[str, ...] = ("timestamp", "node", "gpu", "uuid", "present")
@@ -59,6 +60,22 @@ def read_timeseries(directory: Path) -> pd.DataFrame:
         return pd.read_parquet(path, columns=wanted)
     header = pd.read_csv(path, nrows=0).columns
     return pd.read_csv(path, usecols=_wanted(set(header)), low_memory=False)
+
+
+def scan(directory: Path, *, batch_rows: int = 1 << 20) -> Scan:
+    """The dataset's scan, reading only its time column, a batch at a time."""
+    path = timeseries_path(directory)
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq  # noqa: PLC0415 - needed here only
+
+        handle = pq.ParquetFile(path)
+        column = "timestamp" if "timestamp" in handle.schema_arrow.names else "time"
+        batches = handle.iter_batches(columns=[column], batch_size=batch_rows)
+        return scan_timestamps(features.timestamps(batch.to_pandas()) for batch in batches)
+    header = pd.read_csv(path, nrows=0).columns
+    column = "timestamp" if "timestamp" in header else "time"
+    reader = pd.read_csv(path, usecols=[column], chunksize=batch_rows)
+    return scan_timestamps(features.timestamps(chunk) for chunk in reader)
 
 
 def _wanted(available: set[str]) -> list[str]:

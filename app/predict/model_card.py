@@ -20,7 +20,7 @@ import numpy.typing as npt
 import sklearn  # type: ignore[import-untyped]
 import skops.io as sio  # type: ignore[import-untyped]
 
-from app.predict import evaluate, features
+from app.predict import calibration, evaluate, features
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +124,7 @@ class RiskModel:
         """Calibrated probability of a hardware fault within the card's horizon, per row of `x`."""
         if len(x) == 0:
             return np.zeros(0, dtype=np.float64)
-        proba = self.estimator.predict_proba(np.asarray(x, dtype=np.float64))
-        return np.asarray(proba[:, 1], dtype=np.float64)
+        return calibration.probabilities(self.estimator, x)
 
     def margin(self, x: npt.NDArray[np.float32] | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """The uncalibrated model's log-odds: smooth where calibrated probabilities are steps."""
@@ -133,7 +132,7 @@ class RiskModel:
             return np.zeros(0, dtype=np.float64)
         base = _base_estimator(self.estimator)
         if base is not None and hasattr(base, "decision_function"):
-            return np.asarray(base.decision_function(np.asarray(x, dtype=np.float64)), dtype=np.float64)
+            return calibration.scores(base, x)
         p = np.clip(self.predict(x), 1e-6, 1 - 1e-6)
         return np.asarray(np.log(p / (1 - p)), dtype=np.float64)
 

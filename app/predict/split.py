@@ -57,10 +57,9 @@ def holdout_nodes(
     nodes: pd.Series | npt.NDArray[np.object_], *, fraction: float, salt: str
 ) -> npt.NDArray[np.bool_]:
     """Whether each node is a holdout node: sha256(salt/node) as a number in [0, 1) below `fraction`."""
-    names = pd.Series(nodes, dtype=object).astype(str)
-    unique = names.unique()
-    chosen = {name: _unit(f"{salt}/{name}") < fraction for name in unique}
-    return names.map(chosen).to_numpy(dtype=bool)
+    codes, unique = pd.factorize(pd.Series(nodes, dtype=object).astype(str))
+    chosen = np.array([_unit(f"{salt}/{name}") < fraction for name in unique], dtype=bool)
+    return chosen[codes]
 
 
 def _unit(text: str) -> float:
@@ -78,13 +77,18 @@ def boundaries(timestamps: npt.NDArray[np.float64], spec: SplitSpec) -> Boundari
 
 
 def assign(
-    nodes: pd.Series | npt.NDArray[np.object_], timestamps: npt.NDArray[np.float64], spec: SplitSpec
+    nodes: pd.Series | npt.NDArray[np.object_],
+    timestamps: npt.NDArray[np.float64],
+    spec: SplitSpec,
+    *,
+    edges: Boundaries | None = None,
 ) -> tuple[npt.NDArray[np.int8], Boundaries]:
-    """The part of each row (a `Part` value) and the time boundaries used."""
+    """The part of each row (a `Part` value) and the time boundaries used: `edges`, or those of the rows'
+    span (a caller that dropped rows passes the boundaries of all of them)."""
     t = np.asarray(timestamps, dtype=np.float64)
     if t.size == 0:
         return np.zeros(0, dtype=np.int8), Boundaries(0.0, 0.0, 0.0, 0.0)
-    edges = boundaries(t, spec)
+    edges = edges if edges is not None else boundaries(t, spec)
     held = holdout_nodes(nodes, fraction=spec.holdout_node_fraction, salt=spec.salt)
     warm = t >= edges.start + spec.warmup_s
     part = np.full(t.shape, Part.NONE, dtype=np.int8)
@@ -102,14 +106,17 @@ def by_fleet(
     timestamps: npt.NDArray[np.float64],
     validation_fleet: npt.NDArray[np.bool_],
     spec: SplitSpec,
+    *,
+    edges: Boundaries | None = None,
 ) -> tuple[npt.NDArray[np.int8], Boundaries]:
     """Whole fleets apart instead of time and nodes: every warmed-up row of a training fleet trains; a
     validation fleet's rows validate on most of its nodes and are the holdout on the others. No fleet is
-    on both sides, so nothing leaks from training into calibration, thresholds or the holdout."""
+    on both sides, so nothing leaks from training into calibration, thresholds or the holdout. `edges`:
+    as in `assign`."""
     t = np.asarray(timestamps, dtype=np.float64)
     if t.size == 0:
         return np.zeros(0, dtype=np.int8), Boundaries(0.0, 0.0, 0.0, 0.0)
-    edges = boundaries(t, spec)
+    edges = edges if edges is not None else boundaries(t, spec)
     held = holdout_nodes(nodes, fraction=spec.holdout_node_fraction, salt=spec.salt)
     warm = t >= edges.start + spec.warmup_s
     part = np.full(t.shape, Part.NONE, dtype=np.int8)

@@ -11,10 +11,12 @@ installed only if it beats the current model on the same holdout. Steps:
 2. labels: a hardware-class fault within the horizon (`labels.label_rows`);
 3. split by time and node (`split.assign`): train < validation < holdout, holdout nodes unseen;
 4. `HistGradientBoostingClassifier` on the train part, positives weighted up (`positive_weight`,
-   default: so both classes weigh the same);
+   default: so both classes weigh the same); at fleet scale on all positives and a share of the
+   negatives, each kept negative weighing 1 / rate (`sampling`, `negative_rate`, auto by default);
 5. `CalibratedClassifierCV(FrozenEstimator(model))` fitted on the validation part — scikit-learn ≥ 1.6's
    replacement for `cv="prefit"` — so probabilities mean what they say (sigmoid by default: on this
-   data isotonic steps made thresholds coarse and let more false alarms through);
+   data isotonic steps made thresholds coarse and let more false alarms through); the validation part is
+   never down-sampled, so this calibrates to the true base rate (`calibration`: scored in chunks);
 6. thresholds on the validation part, on decision scores (probabilities sustained over `sustain_s`,
    default 30 min: `evaluate.sustain`): `act` is the lowest threshold whose flagged rows AND alarms reach
    the target precision (default 0.9) with at most `fa_budget` false alarms per 1,000 node-days (default
@@ -39,12 +41,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sklearn.calibration import CalibratedClassifierCV  # type: ignore[import-untyped]
 from sklearn.ensemble import HistGradientBoostingClassifier  # type: ignore[import-untyped]
-from sklearn.frozen import FrozenEstimator  # type: ignore[import-untyped]
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from app.predict import evaluate, features, registry, split
+from app.predict import calibration, evaluate, features, registry, split
 from app.predict.prepare import Prepared, Source, drop_fields, featurise, prepare, prepare_sources
 from app.predict.steps import Steps
 from app.predict.thresholds import ThresholdChoice, choose_threshold
@@ -82,15 +82,29 @@ class TrainResult:
 # -- fitting --------------------------------------------------------------------------------------------
 
 
-def _weights(y: npt.NDArray[np.int8], positive_weight: float | None) -> npt.NDArray[np.float64]:
+def _weights(
+    y: npt.NDArray[np.int8],
+    positive_weight: float | None,
+    sample_weight: npt.NDArray[np.float32] | None = None,
+) -> npt.NDArray[np.float64]:
+    """Per row: positives weigh `positive_weight` (default: the negatives' total weight over the count of
+    positives, so both classes weigh the same); negatives their sample weight (1 / rate when kept by
+    down-sampling, so they stand for the negatives left out)."""
     positives = int(y.sum())
     if positives == 0:
         raise ValueError("the training part has no positive rows: more failures (or a longer window) needed")
-    weight = positive_weight if positive_weight is not None else (len(y) - positives) / positives
-    return np.where(y == 1, weight, 1.0)
+    base = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    weight = positive_weight if positive_weight is not None else float(base[y != 1].sum()) / positives
+    return np.where(y == 1, weight, base)
 
 
-def fit_estimator(x: npt.NDArray[np.float32], y: npt.NDArray[np.int8], config: TrainConfig) -> Any:
+def fit_estimator(
+    x: npt.NDArray[np.float32],
+    y: npt.NDArray[np.int8],
+    config: TrainConfig,
+    *,
+    sample_weight: npt.NDArray[np.float32] | None = None,
+) -> Any:
     model = HistGradientBoostingClassifier(
         max_iter=config.max_iter,
         learning_rate=config.learning_rate,
@@ -100,16 +114,13 @@ def fit_estimator(x: npt.NDArray[np.float32], y: npt.NDArray[np.int8], config: T
         early_stopping=False,
         random_state=config.seed,
     )
-    model.fit(x, y, sample_weight=_weights(y, config.positive_weight))
+    model.fit(x, y, sample_weight=_weights(y, config.positive_weight, sample_weight))
     return model
 
 
 def calibrate(model: Any, x: npt.NDArray[np.float32], y: npt.NDArray[np.int8], method: Calibration) -> Any:
-    if int(y.sum()) < 5 or int((y == 0).sum()) < 5:
-        raise ValueError("the validation part needs at least 5 positive and 5 negative rows to calibrate")
-    calibrated = CalibratedClassifierCV(FrozenEstimator(model), method=method)
-    calibrated.fit(x, y)
-    return calibrated
+    """`CalibratedClassifierCV(FrozenEstimator(model))` on the validation rows (`calibration`, in chunks)."""
+    return calibration.calibrate(model, x, y, method)
 
 
 def _medians(x: npt.NDArray[np.float32]) -> dict[str, float | None]:
@@ -142,7 +153,8 @@ def fit(
     with steps.step(f"fit ({int(tr.sum())} rows)"):
         fit_started = time.perf_counter()
         with threadpool_limits(limits=config.threads):
-            base = fit_estimator(train.x[tr], train.labels.label[tr], config)
+            weight = prepared.weight_of(split.Part.TRAIN)[tr]
+            base = fit_estimator(train.x[tr], train.labels.label[tr], config, sample_weight=weight)
         fit_seconds = time.perf_counter() - fit_started
     with steps.step("calibrate"):
         model = calibrate(base, validation.x[va], validation.labels.label[va], config.calibration)
@@ -227,6 +239,7 @@ def fit(
                 "calibration": config.calibration,
                 "seed": config.seed,
             },
+            "negative_sampling": prepared.sampling.as_dict(),
             "censor_early": config.censor_early,
             "field_dropout": config.field_dropout,
             "source_fields": list(features.source_fields()),
@@ -241,7 +254,7 @@ def fit(
 
 
 def _decision(model: Any, data: evaluate.EvalSet, sustain_s: float) -> npt.NDArray[np.float64]:
-    p = np.asarray(model.predict_proba(data.x)[:, 1], dtype=np.float64) if len(data) else np.zeros(0)
+    p = calibration.probabilities(model, data.x)
     return evaluate.sustain(data.keys, p, sustain_s=sustain_s)
 
 

@@ -34,6 +34,7 @@ def config_from(args: argparse.Namespace) -> TrainConfig:
         seed=args.seed,
         threads=args.threads,
         field_dropout=args.field_dropout,
+        negative_rate=args.negative_rate,
     )
 
 

@@ -1,4 +1,5 @@
-"""What a training run is configured with: horizon, grid, thresholds' targets, estimator, split, dropout."""
+"""What a training run is configured with: horizon, grid, thresholds' targets, estimator, split, dropout,
+negative down-sampling."""
 
 from __future__ import annotations
 
@@ -36,3 +37,10 @@ class TrainConfig:
     # so the model learns to score fleets whose exporter leaves fields out; 0 keeps every field.
     field_dropout: float = 0.0
     threads: int | None = None
+    # Share of training negatives kept (every positive is; kept negatives weigh 1 / rate: `sampling`);
+    # None chooses it from the data's row count (`sampling.auto_rate`: 1 up to 4M feature rows); 1 keeps all.
+    negative_rate: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.negative_rate is not None and not 0.0 < self.negative_rate <= 1.0:
+            raise ValueError(f"negative_rate must be in (0, 1], not {self.negative_rate}")

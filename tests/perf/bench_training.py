@@ -43,10 +43,10 @@ from rich.table import Table
 from rich.text import Text
 from threadpoolctl import threadpool_info, threadpool_limits  # type: ignore[import-untyped]
 
-from app.predict import train
+from app.predict import split, train
 from app.sim.fleet import datasets
 from app.sim.fleet.params import FailureRates, SimConfig
-from tests.perf import machine
+from tests.perf import machine, training_scale
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "out" / "bench" / "training.json"
@@ -58,24 +58,32 @@ TARGET_1M_S = 60.0
 JITTER = 0.02
 
 
-def make_pool(directory: Path, *, nodes: int, days: float) -> dict[str, Any]:
-    """Featurised, labelled, usable rows of a simulated fleet, saved as `pool.npz`; returns its figures."""
+def make_pool(directory: Path, *, nodes: int, days: float, dataset: Path | None = None) -> dict[str, Any]:
+    """Featurised, labelled, usable rows of a simulated fleet (or of `dataset`), saved as `pool.npz` with
+    whether each is a holdout node's (`held`, as `split.holdout_nodes` says); returns its figures."""
     started = time.perf_counter()
-    datasets.write_dataset(
-        directory / "dataset",
-        nodes=nodes,
-        duration_s=days * 86400.0,
-        step_s=300.0,
-        seed=11,
-        config=SimConfig(rates=FailureRates(rate_multiplier=40.0)),
-        formats=("parquet",),
-    )
+    if dataset is None:
+        dataset = directory / "dataset"
+        datasets.write_dataset(
+            dataset,
+            nodes=nodes,
+            duration_s=days * 86400.0,
+            step_s=300.0,
+            seed=11,
+            config=SimConfig(rates=FailureRates(rate_multiplier=40.0)),
+            formats=("parquet",),
+        )
     simulated = time.perf_counter() - started
-    prepared = train.prepare([directory / "dataset"], train.TrainConfig(), steps=train.Steps(show=False))
+    config = train.TrainConfig()
+    prepared = train.prepare([dataset], config, steps=train.Steps(show=False))
     usable = prepared.data.labels.usable
     x = prepared.data.x[usable]
     y = prepared.data.labels.label[usable].astype(np.int8)
-    np.savez(directory / "pool.npz", x=x, y=y)
+    spec = config.split
+    held = split.holdout_nodes(
+        prepared.data.keys["node"][usable], fraction=spec.holdout_node_fraction, salt=spec.salt
+    )
+    np.savez(directory / "pool.npz", x=x, y=y, held=held)
     return {
         "nodes": nodes,
         "days": days,
@@ -176,7 +184,32 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--pool-nodes", type=int, default=60, help="simulated nodes for the row pool")
     parser.add_argument("--pool-days", type=float, default=4.0, help="simulated days for the row pool")
-    parser.add_argument("--quick", action="store_true", help="50k and 100k rows, 20 iterations, a small pool")
+    parser.add_argument("--pool-dataset", type=Path, help="take the row pool from this dataset directory")
+    parser.add_argument(
+        "--scale-rows",
+        type=int,
+        action="append",
+        help="fleet sizes in feature rows for the scaling table (repeatable; default 1M, 4M, 20M, 80M)",
+    )
+    parser.add_argument(
+        "--full-up-to",
+        type=int,
+        default=training_scale.FULL_UP_TO,
+        help="also train the full-data model at fleet sizes up to this many rows (default 4M)",
+    )
+    parser.add_argument(
+        "--compare-rate",
+        type=float,
+        default=training_scale.COMPARE_RATE,
+        help="the negative rate where the auto rate keeps every row (default 0.1)",
+    )
+    parser.add_argument("--no-scale", action="store_true", help="only the fit + calibrate table")
+    parser.add_argument("--scale-only", action="store_true", help="only the scaling table")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="50k and 100k rows, a 200k-row fleet, 20 iterations, a small pool",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--pool", type=Path, help=argparse.SUPPRESS)
@@ -186,7 +219,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         args.baseline_rows = min(args.baseline_rows, QUICK_BASELINE)
         args.max_iter = min(args.max_iter, QUICK_ITER)
         args.pool_nodes, args.pool_days = min(args.pool_nodes, 16), min(args.pool_days, 3.0)
+        args.scale_rows = args.scale_rows or list(training_scale.QUICK_SIZES)
     args.rows = args.rows or list(SIZES)
+    args.scale_rows = args.scale_rows or list(training_scale.SIZES)
     return args
 
 
@@ -195,8 +230,10 @@ def main(argv: Sequence[str] | None = None) -> Group:
     load_at_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="sickbay-bench-training-") as tmpdir:
         tmp = Path(tmpdir)
-        pool = make_pool(tmp, nodes=args.pool_nodes, days=args.pool_days)
-        rows = [measure(n, pool=tmp / "pool.npz", args=args) for n in (args.baseline_rows, *args.rows)]
+        pool = make_pool(tmp, nodes=args.pool_nodes, days=args.pool_days, dataset=args.pool_dataset)
+        sizes = [] if args.scale_only else [args.baseline_rows, *args.rows]
+        rows = [measure(n, pool=tmp / "pool.npz", args=args) for n in sizes]
+        scale = [] if args.no_scale else training_scale.measure_all(pool=tmp / "pool.npz", args=args)
     report = {
         "benchmark": "training",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -205,10 +242,16 @@ def main(argv: Sequence[str] | None = None) -> Group:
         "pool": pool,
         "rows": [asdict(row) for row in rows],
         "target_1m_s": TARGET_1M_S,
+        "scale": scale,
+        "scale_config": training_scale.describe(args),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    return render(rows, pool=pool, args=args, load=(load_at_start, os.getloadavg()))
+    load = (load_at_start, os.getloadavg())
+    parts = [render(rows, pool=pool, args=args, load=load)] if rows else []
+    if scale:
+        parts.append(training_scale.render(scale, args=args))
+    return Group(*parts, Text(f"written to {args.out}", style="dim"))
 
 
 def render(
@@ -278,7 +321,6 @@ def render(
             style="dim",
         )
     )
-    lines.append(Text(f"written to {args.out}", style="dim"))
     return Group(table, *lines)
 
 

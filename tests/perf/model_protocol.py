@@ -195,6 +195,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 names=tuple(fleet_name(f) for f in (*TRAIN, *VALIDATE)),
                 tag_nodes=True,
                 validation_sources=frozenset(fleet_name(f) for f in VALIDATE),
+                # Sized up front, so the fleets stream one at a time whatever the down-sampling.
+                scans=[
+                    dataset.scan(simulated(args.cache, f, nodes=args.nodes, days=args.days))
+                    for f in (*TRAIN, *VALIDATE)
+                ],
             )
             model = train.fit(prepared, RECIPE, now=NOW, steps=steps, provenance=_provenance(args)).model
     trained_s = time.perf_counter() - started
