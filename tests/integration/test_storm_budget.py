@@ -25,7 +25,7 @@ NODES = 200
 
 
 async def _events(kubeconfig: Path, reason: str) -> list[object]:
-    api = await aconfig.new_client_from_config(config_file=str(kubeconfig))
+    api = await aconfig.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
     try:
         listed = await aclient.CoreV1Api(api).list_namespaced_event("default")
         return [e for e in listed.items if e.reason == reason]
@@ -53,6 +53,7 @@ async def test_the_default_budget_quarantines_exactly_its_count_and_opens_the_br
         assert len(timed.cordoned) == expected
         listed = await kube.list_nodes()
         assert sum(1 for n in listed if n.unschedulable) == expected
+        assert services.gates is not None
         assert services.gates.breaker.open
         assert services.metrics.breaker_open._value.get() == 1
         refused = await _events(tmp_path / "kubeconfig", "SickbayBreakerOpen")
@@ -68,7 +69,9 @@ async def test_with_the_budget_raised_every_node_is_quarantined(tmp_path: Path) 
         names = [f"gpu-{i:04d}" for i in range(NODES)]
         await _burst(server, names)
         await _wait(timed, set(names), timeout=60)
-        assert not server.app[SERVICES].gates.breaker.open
+        keeper = server.app[SERVICES].gates
+        assert keeper is not None
+        assert not keeper.breaker.open
         listed = {n.name: n for n in await kube.list_nodes()}
         assert all(listed[n].unschedulable for n in names)
     finally:
