@@ -5,9 +5,15 @@ and from our own writes), persists the breaker in the journal so a restart keeps
 it as a metric. The rate limit's minute is observed, not only remembered: the journal's quarantines and
 the nodes' own marks count (`decide.gates.recent_quarantines`), so a new leader limits the minute the old
 one started. This replica's own admissions of the minute are kept beside them, and the journal is read
-again only every `JOURNAL_REREAD`, so a storm does not query the journal once per quarantine. `admit` is serialised so two nodes can never both take the last slot of a budget; the
-proactive budget has its own lock, held by the writer from its node list through its write, for the same
-reason.
+again only every `JOURNAL_REREAD`, so a storm does not query the journal once per quarantine.
+
+`admit` is serialised so two nodes can never both take the last slot of a budget; the proactive budget
+has its own lock, held by the writer from its node list through its write, for the same reason. Inside
+the admission lock nothing waits on I/O: the counts are the census's (`act.census`, moved by one per
+change instead of recounted per admission), and the breaker is changed in memory there and committed to
+the journal after the lock is left, under a lock of its own that writes the latest state, so a storm's
+refusals (each one moves `last_refusal`) neither queue behind one another's commits nor write one each.
+An admission still returns only once the breaker it saw is committed.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
+from app.act.census import Census
 from app.config import rules
 from app.decide import footprint, gates
 from app.domain import NodeState, RiskLevel
@@ -43,7 +50,7 @@ class GateKeeper:
         self._metrics = metrics
         self._clock = clock
         self._nodes: dict[str, NodeState] = {}
-        self._quarantined: set[str] = set()
+        self._census = Census(pool_label=policy.pool_label)
         # The rate limit's inputs: the journal's quarantines as last read (and when), and this replica's
         # own admissions since, pruned to the window.
         self._journaled: list[tuple[str, datetime]] = []
@@ -52,6 +59,9 @@ class GateKeeper:
         self._lock = asyncio.Lock()
         self.proactive_lock = asyncio.Lock()
         self.breaker = gates.Breaker()
+        # The breaker as last committed to the journal, and the lock its commits take turns under.
+        self._committed = gates.Breaker()
+        self._commit_lock = asyncio.Lock()
 
     async def load(self) -> None:
         raw = await self._journal.get(_BREAKER_KEY)
@@ -65,31 +75,29 @@ class GateKeeper:
                 if data.get("last_refusal")
                 else None,
             )
+        self._committed = self.breaker
         self._metrics.breaker_open.set(1 if self.breaker.open else 0)
 
     def observe(self, nodes: Iterable[NodeState]) -> None:
         """Refresh the fleet from a full node list (the reconciler calls this each round)."""
         self._nodes = {n.name: n for n in nodes}
-        self._quarantined = {
-            n.name for n in self._nodes.values() if footprint.quarantined_class(n) is not None
-        }
+        self._census.replace(self._nodes.values())
         self._export_proactive()
 
     def fleet(self) -> gates.Fleet:
-        return gates.Fleet.of(
-            self._nodes.values(), pool_label=self._policy.pool_label, is_quarantined=self._quarantined
-        )
+        return self._census.fleet()
 
     async def admit(self, node: NodeState) -> gates.Verdict:
         await self._read_journal()
         async with self._lock:
             if node.name not in self._nodes:
                 self._nodes[node.name] = node
+                self._census.add(node)
             pool = node.label(self._policy.pool_label) or ""
             now = self._clock()
             self._admitted = gates.in_rate_window(self._admitted, now=now)
             recent = gates.recent_quarantines(
-                journaled=self._journaled, admitted=self._admitted, nodes=self._nodes.values(), now=now
+                journaled=self._journaled, admitted=self._admitted, marks=self._census.marks(), now=now
             )
             verdict = gates.admit(
                 self.fleet(),
@@ -101,10 +109,11 @@ class GateKeeper:
             )
             if verdict.allowed:
                 # Reserve the slot now; `withdraw` gives it back if the write then fails.
-                self._quarantined.add(node.name)
+                self._census.quarantine(node.name)
                 self._admitted.append((node.name, now))
-            await self._set_breaker(verdict.breaker)
-            return verdict
+            self._move_breaker(verdict.breaker)
+        await self._commit_breaker()
+        return verdict
 
     async def _read_journal(self) -> None:
         """The journal's quarantines of the window, read again once the last read is `JOURNAL_REREAD` old;
@@ -121,6 +130,7 @@ class GateKeeper:
         """A full node list taken for the proactive budget (under `proactive_lock`): the fleet it measures,
         kept as the current fleet (and the at-risk gauge) until the next list."""
         self._nodes = {n.name: n for n in nodes}
+        self._census.replace_nodes(self._nodes.values())
         self._export_proactive()
         return gates.ProactiveFleet.of(nodes)
 
@@ -137,6 +147,8 @@ class GateKeeper:
 
     def noted(self, node: NodeState) -> None:
         """Our own write to `node`: keep the fleet (and the at-risk gauge) current until the next full list."""
+        if node.name not in self._nodes:
+            self._census.add(node)
         self._nodes[node.name] = node
         self._export_proactive()
 
@@ -146,7 +158,7 @@ class GateKeeper:
             self._metrics.proactive_nodes.labels(level=level.value).set(levels.count(level))
 
     def forget(self, node: str) -> None:
-        self._quarantined.discard(node)
+        self._census.release(node)
 
     def withdraw(self, node: str) -> None:
         """The quarantine admitted for `node` was not written: its slot and its place in the minute go."""
@@ -157,28 +169,41 @@ class GateKeeper:
 
     async def reset(self) -> None:
         async with self._lock:
-            await self._set_breaker(gates.Breaker())
+            self._move_breaker(gates.Breaker())
+        await self._commit_breaker()
 
     async def tick(self) -> None:
         """Let the breaker close by itself after its calm period (called by the reconciler)."""
         async with self._lock:
-            await self._set_breaker(
+            self._move_breaker(
                 gates.maybe_close(self.breaker, self.fleet(), policy=self._policy, now=self._clock())
             )
+        await self._commit_breaker()
 
-    async def _set_breaker(self, breaker: gates.Breaker) -> None:
+    def _move_breaker(self, breaker: gates.Breaker) -> None:
+        """The breaker's new state, in memory and in the metric (under the admission lock)."""
         if breaker == self.breaker:
             return
         self.breaker = breaker
         self._metrics.breaker_open.set(1 if breaker.open else 0)
-        await self._journal.put(
-            _BREAKER_KEY,
-            json.dumps(
-                {
-                    "open": breaker.open,
-                    "opened_at": breaker.opened_at.isoformat() if breaker.opened_at else None,
-                    "reason": breaker.reason,
-                    "last_refusal": breaker.last_refusal.isoformat() if breaker.last_refusal else None,
-                }
-            ),
-        )
+
+    async def _commit_breaker(self) -> None:
+        """Commit the breaker's latest state unless it is committed already. Whoever waits here while
+        another commits finds the state it saw committed by then, or commits the newer one itself; states
+        are written in the order they were reached, so an older one never overwrites a newer one."""
+        async with self._commit_lock:
+            breaker = self.breaker
+            if breaker == self._committed:
+                return
+            await self._journal.put(
+                _BREAKER_KEY,
+                json.dumps(
+                    {
+                        "open": breaker.open,
+                        "opened_at": breaker.opened_at.isoformat() if breaker.opened_at else None,
+                        "reason": breaker.reason,
+                        "last_refusal": breaker.last_refusal.isoformat() if breaker.last_refusal else None,
+                    }
+                ),
+            )
+            self._committed = breaker

@@ -111,11 +111,22 @@ def in_rate_window(pairs: Iterable[tuple[str, datetime]], *, now: datetime) -> l
     return [(name, at) for name, at in pairs if now - at < RATE_WINDOW]
 
 
+def quarantine_marks(nodes: Iterable[NodeState]) -> list[tuple[str, datetime]]:
+    """(node, start) of each node that carries Sickbay's quarantine and its `sickbay.io/since` mark."""
+    return [
+        (node.name, mark)
+        for node in nodes
+        if footprint.quarantined_class(node) is not None
+        and (mark := footprint.time_of(node, footprint.SINCE)) is not None
+    ]
+
+
 def recent_quarantines(
     *,
     journaled: Iterable[tuple[str, datetime]],
     admitted: Iterable[tuple[str, datetime]],
-    nodes: Iterable[NodeState],
+    nodes: Iterable[NodeState] = (),
+    marks: Iterable[tuple[str, datetime]] | None = None,
     now: datetime,
 ) -> tuple[datetime, ...]:
     """The fresh quarantines of the rate limit's window before `now`, oldest first, from what is observed,
@@ -124,8 +135,9 @@ def recent_quarantines(
     Three sources, each by node and time: the quarantines the journal holds as applied (`journaled`), the
     ones this replica admitted (`admitted`: written since the journal was read, or being written), and
     the start of the quarantine each listed node carries (`sickbay.io/since`: what a new leader with an
-    empty journal still sees). They say the same quarantines more than once, so a node counts as often
-    as the source that knows most of its quarantines in the window.
+    empty journal still sees; `marks`, when given, are those already taken from the nodes by
+    `quarantine_marks`). They say the same quarantines more than once, so a node counts as often as the
+    source that knows most of its quarantines in the window.
     """
 
     def by_node(pairs: Iterable[tuple[str, datetime]]) -> dict[str, list[datetime]]:
@@ -134,13 +146,8 @@ def recent_quarantines(
             found.setdefault(name, []).append(at)
         return found
 
-    marks = by_node(
-        (node.name, mark)
-        for node in nodes
-        if footprint.quarantined_class(node) is not None
-        and (mark := footprint.time_of(node, footprint.SINCE)) is not None
-    )
-    sources = (by_node(journaled), by_node(admitted), marks)
+    marked = by_node(quarantine_marks(nodes) if marks is None else marks)
+    sources = (by_node(journaled), by_node(admitted), marked)
     names = {name for source in sources for name in source}
     counted = (max((source.get(name, []) for source in sources), key=len) for name in names)
     return tuple(sorted(at for times in counted for at in times))

@@ -27,7 +27,7 @@ from kubernetes.aio import config as k8s_config
 
 from app.domain import Condition, JobRun, JobState, NodePatch, NodeState, PodState, WorkloadState
 from app.domain.identity import AccessRequest, AccessReview, TokenReview, UserInfo
-from app.kube import convert, errors, views
+from app.kube import convert, errors, proxies, views
 from app.kube.custom_objects import CustomObjectCalls
 from app.kube.events import EventCalls
 from app.kube.informer import Hooks
@@ -259,6 +259,10 @@ async def connect(
         source = "in-cluster service account" if in_cluster else f"kubeconfig {kubeconfig or '(default)'}"
         raise errors.KubeError(f"cannot load Kubernetes credentials from the {source}: {exc}") from exc
     configuration.retries = None
+    # The environment's proxy, read once here rather than by aiohttp on every request (see `proxies`).
+    if not configuration.proxy and (found := proxies.env_proxy(str(configuration.host))) is not None:
+        configuration.proxy, configuration.proxy_headers = found.url, found.headers
+    configuration.client_session_kwargs = {**(configuration.client_session_kwargs or {}), "trust_env": False}
     return KubeClient(
         k8s.ApiClient(configuration=configuration),
         qps=qps,

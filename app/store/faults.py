@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import aiosqlite
+
 from app.domain import Fault, FaultClass, PastFault, Plan, Signal
 from app.store import codec
 from app.store.journal_db import JournalDb
@@ -62,38 +64,38 @@ class FaultLog(JournalDb):
     ) -> tuple[int, bool]:
         """Journal a fault and its plan; returns its id and False when this row was journaled before (a replay)."""
         signal = fault.signal
-        # One autocommitted statement: the shared write lock is held for a single round trip.
-        async with self._write_lock, self._lock:
-            cursor = await self._db.execute(
+        values = (
+            inbox_seq,
+            signal.starts_at.isoformat(),
+            signal.node,
+            signal.gpu,
+            signal.xid,
+            fault.fault_class.value,
+            fault.rule,
+            signal.status.value,
+            signal.source.value,
+            signal.fingerprint,
+            fault.reason,
+            codec.dumps(codec.signal_to_dict(signal)),
+            codec.dumps(codec.plan_to_dict(plan)),
+            workload,
+        )
+
+        async def write(db: aiosqlite.Connection) -> tuple[int, bool]:
+            cursor = await db.execute(
                 "INSERT OR IGNORE INTO faults (inbox_seq, at, node, gpu, xid, class, rule, status, source, "
                 "fingerprint, reason, signal, plan, workload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    inbox_seq,
-                    signal.starts_at.isoformat(),
-                    signal.node,
-                    signal.gpu,
-                    signal.xid,
-                    fault.fault_class.value,
-                    fault.rule,
-                    signal.status.value,
-                    signal.source.value,
-                    signal.fingerprint,
-                    fault.reason,
-                    codec.dumps(codec.signal_to_dict(signal)),
-                    codec.dumps(codec.plan_to_dict(plan)),
-                    workload,
-                ),
+                values,
             )
-            fresh = (cursor.rowcount or 0) > 0
-            fault_id = cursor.lastrowid if fresh else None
-        if fault_id is None:  # a replayed row: find the id it was journaled under
-            async with (
-                self._lock,
-                self._db.execute("SELECT id FROM faults WHERE inbox_seq = ?", (inbox_seq,)) as found,
-            ):
+            if (cursor.rowcount or 0) > 0 and cursor.lastrowid is not None:
+                return int(cursor.lastrowid), True
+            # A replayed row: the id it was journaled under.
+            async with db.execute("SELECT id FROM faults WHERE inbox_seq = ?", (inbox_seq,)) as found:
                 row = await found.fetchone()
-            fault_id = int(row[0]) if row else 0
-        return int(fault_id), fresh
+            return (int(row[0]) if row else 0), False
+
+        # Grouped with the other rows' writes: one transaction for many rows in a storm.
+        return await self._group.run(write)
 
     async def history(self, *, node: str, since: datetime) -> list[PastFault]:
         """Faults journaled on `node` since `since`: escalation and backoff read these."""

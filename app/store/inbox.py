@@ -23,6 +23,7 @@ import aiosqlite
 
 from app.domain import Lane, Signal
 from app.store import codec, transactions
+from app.store.group_commit import GroupCommit
 
 log = logging.getLogger(__name__)
 _LOOKUP_CHUNK = 500  # fingerprints per dedup lookup, well under SQLite's bound-parameter limit
@@ -172,6 +173,7 @@ class Inbox:
         # when it takes the fatal lane.
         self.fatal_arrived = asyncio.Event()
         self.commits = 0  # transactions committed by the writer, to show that group commit happens
+        self._marks = GroupCommit(db, write_lock=self._write_lock, lock=self._lock)
 
     @classmethod
     async def open(
@@ -358,13 +360,17 @@ class Inbox:
             return [Row(*row) for row in await cursor.fetchall()]
 
     async def mark(self, seqs: Sequence[int], state: RowState, *, error: str | None = None) -> None:
+        """Mark rows, returning once committed; the marks of many nodes' rows share one commit (one fsync)."""
         if not seqs:
             return
-        async with transactions.transaction(self._db, write_lock=self._write_lock, lock=self._lock):
-            await self._db.executemany(
-                "UPDATE inbox SET state = ?, error = ?, attempts = attempts + 1 WHERE seq = ?",
-                [(state.value, error, seq) for seq in seqs],
+        rows = [(state.value, error, seq) for seq in seqs]
+
+        async def write(db: aiosqlite.Connection) -> None:
+            await db.executemany(
+                "UPDATE inbox SET state = ?, error = ?, attempts = attempts + 1 WHERE seq = ?", rows
             )
+
+        await self._marks.run(write)
 
     async def depth(self) -> int:
         async with (

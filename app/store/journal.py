@@ -41,8 +41,10 @@ class Journal(FaultLog, OutcomeLog, RiskLog, RecheckQueue, RestartQueue):
         return str(row[0]) if row else None
 
     async def put(self, key: str, value: str) -> None:
-        async with self._transaction():
-            await self._db.execute(
+        async def write(db: aiosqlite.Connection) -> None:
+            await db.execute(
                 "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+        await self._group.run(write)

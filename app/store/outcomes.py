@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import aiosqlite
+
 from app.domain import Outcome
 from app.store.journal_db import JournalDb
 
@@ -36,25 +38,29 @@ class OutcomeLog(JournalDb):
     async def record_outcomes(self, fault_id: int | None, outcomes: Sequence[Outcome]) -> None:
         if not outcomes:
             return
-        async with self._transaction():
-            await self._db.executemany(
+        rows = [
+            (
+                fault_id,
+                o.at.isoformat(),
+                o.action.kind.value,
+                o.action.track.value,
+                o.action.node,
+                str(o.action.pod) if o.action.pod else None,
+                o.status.value,
+                o.detail,
+                o.attempts,
+            )
+            for o in outcomes
+        ]
+
+        async def write(db: aiosqlite.Connection) -> None:
+            await db.executemany(
                 "INSERT INTO outcomes (fault_id, at, kind, track, node, pod, status, detail, attempts) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        fault_id,
-                        o.at.isoformat(),
-                        o.action.kind.value,
-                        o.action.track.value,
-                        o.action.node,
-                        str(o.action.pod) if o.action.pod else None,
-                        o.status.value,
-                        o.detail,
-                        o.attempts,
-                    )
-                    for o in outcomes
-                ],
+                rows,
             )
+
+        await self._group.run(write)
 
     async def outcomes(self, *, node: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         async with (

@@ -82,10 +82,11 @@ def _policy(tmp: Path) -> Path:
 
 
 async def _world(
-    tmp: Path, nodes: int, *, pipeline: dict[str, Any] | None = None
+    tmp: Path, nodes: int, *, pipeline: dict[str, Any] | None = None, raised: bool = True
 ) -> tuple[asyncio.subprocess.Process, Timed, Any, TestServer]:
     """The simulated API server (its own process), a client on it, and Sickbay in process; `pipeline`:
-    the pipeline's settings (this benchmark's, for a storm, by default)."""
+    the pipeline's settings (this benchmark's, for a storm, by default); `raised`: the budgets raised to
+    allow every node (else the shipped policy's)."""
     # The API server runs in its own process, as a real one would: it must not share Sickbay's core.
     seed = tmp / "seed.yaml"
     seed.write_text(yaml.safe_dump(_seed(nodes)))
@@ -115,7 +116,7 @@ async def _world(
         inbox={"path": tmp / "sickbay.db"},
         identity="bench",
         reconcile_interval_s=3600,
-        policy_file=_policy(tmp),
+        policy_file=_policy(tmp) if raised else RULES_DIR / "policy.yaml",
         log_level="WARNING",
         pipeline={"node_concurrency": 64, "poll_interval_s": 0.05} if pipeline is None else pipeline,
     )
