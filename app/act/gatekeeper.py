@@ -34,6 +34,10 @@ _BREAKER_KEY = "breaker"
 # How old the journal's quarantines may be read before an admission reads them again. What this replica
 # admits meanwhile it keeps itself; the rest (a previous leader's) is read once on taking over.
 JOURNAL_REREAD = timedelta(seconds=10)
+# How long an admitted quarantine counts although no node list has shown it yet. A list read before the
+# write landed (the reconciler's round overlapping a storm) would otherwise drop the slot and let one more
+# node past the budget; a list that shows the quarantine, a failed write or a release ends it sooner.
+PENDING_TTL = timedelta(minutes=10)
 
 
 class GateKeeper:
@@ -56,6 +60,8 @@ class GateKeeper:
         self._journaled: list[tuple[str, datetime]] = []
         self._journal_read: datetime | None = None
         self._admitted: list[tuple[str, datetime]] = []
+        # Quarantines admitted that no node list has shown yet: name -> when admitted.
+        self._pending: dict[str, datetime] = {}
         self._lock = asyncio.Lock()
         self.proactive_lock = asyncio.Lock()
         self.breaker = gates.Breaker()
@@ -82,7 +88,18 @@ class GateKeeper:
         """Refresh the fleet from a full node list (the reconciler calls this each round)."""
         self._nodes = {n.name: n for n in nodes}
         self._census.replace(self._nodes.values())
+        self._keep_pending()
         self._export_proactive()
+
+    def _keep_pending(self) -> None:
+        """Count again the admitted quarantines a fresh list does not show yet (see `PENDING_TTL`)."""
+        now = self._clock()
+        for name, since in list(self._pending.items()):
+            node = self._nodes.get(name)
+            if node is None or now - since > PENDING_TTL or footprint.quarantined_class(node) is not None:
+                del self._pending[name]
+            else:
+                self._census.quarantine(name)
 
     def fleet(self) -> gates.Fleet:
         return self._census.fleet()
@@ -110,6 +127,7 @@ class GateKeeper:
             if verdict.allowed:
                 # Reserve the slot now; `withdraw` gives it back if the write then fails.
                 self._census.quarantine(node.name)
+                self._pending[node.name] = now
                 self._admitted.append((node.name, now))
             self._move_breaker(verdict.breaker)
         await self._commit_breaker()
@@ -158,6 +176,7 @@ class GateKeeper:
             self._metrics.proactive_nodes.labels(level=level.value).set(levels.count(level))
 
     def forget(self, node: str) -> None:
+        self._pending.pop(node, None)
         self._census.release(node)
 
     def withdraw(self, node: str) -> None:
