@@ -1,70 +1,57 @@
-"""Retention as pure values: each table's cutoff at `now`, and the floors the policy's features set."""
+"""The pure retention decision: cutoffs at `now`, the floors the features need, and what is refused."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from pydantic import ValidationError
+from hypothesis import given
+from hypothesis import strategies as st
 
-from app.config import rules
+from app.config import errors
 from app.config.retention import RetentionSettings
-from app.decide import gates
-from app.decide.retention import Table, needs, problems, pruning
+from app.config.rules import Policy
+from app.config.settings import Settings
+from app.decide import retention
+from app.service.runtime import services
 
 NOW = datetime.now(UTC)
+POLICY = Policy(version=1)
+NEEDS = retention.needs(POLICY, retrain_window=timedelta(days=28), context_window=timedelta(hours=1))
+days = st.integers(min_value=0, max_value=400).map(lambda d: timedelta(days=d))
 
 
-def _needs(policy: rules.Policy) -> tuple:
-    return needs(policy, retrain_window=timedelta(days=30), context_window=timedelta(minutes=10))
+@given(inbox=days, faults=days, outcomes=days, validation=days)
+def test_a_setting_that_passes_keeps_every_feature_s_look_back(
+    inbox: timedelta, faults: timedelta, outcomes: timedelta, validation: timedelta
+) -> None:
+    settings = RetentionSettings(inbox=inbox, faults=faults, outcomes=outcomes, validation=validation)
+    found = retention.problems(settings, NEEDS)
+    pruning = retention.pruning(settings, now=NOW, held=frozenset({"n1"}))
+    short = [n for n in NEEDS if pruning.cutoffs[n.table] > NOW - n.span]
+    assert bool(found) == bool(short)
+    assert len(found) == len(short)
+    assert pruning.held == frozenset({"n1"})
+    for table, cutoff in pruning.cutoffs.items():
+        assert cutoff == NOW - retention.kept(settings, table)
 
 
-def test_cutoffs_are_now_minus_each_tables_retention() -> None:
-    settings = RetentionSettings(inbox="14d", faults="90d", outcomes="60d", validation="180d")
-    plan = pruning(settings, now=NOW, held=frozenset({"node-a"}))
-    assert plan.skipped is None
-    assert plan.held == frozenset({"node-a"})
-    assert plan.cutoffs == {
-        Table.INBOX: NOW - timedelta(days=14),
-        Table.FAULTS: NOW - timedelta(days=90),
-        Table.OUTCOMES: NOW - timedelta(days=60),
-        Table.VALIDATION: NOW - timedelta(days=180),
-    }
+def test_the_floors_name_the_features() -> None:
+    found = retention.problems(RetentionSettings(faults=timedelta(days=7), outcomes=timedelta(days=3)), NEEDS)
+    assert any("retrain_window_s" in line and line.startswith("retention.faults") for line in found)
+    assert any("attempts_per_week" in line and line.startswith("retention.outcomes") for line in found)
+    assert retention.problems(RetentionSettings(), NEEDS) == []
 
 
-def test_nothing_is_pruned_before_the_held_nodes_are_known_or_when_disabled() -> None:
-    assert pruning(RetentionSettings(), now=NOW, held=None).cutoffs == {}
-    off = pruning(RetentionSettings(enabled=False), now=NOW, held=frozenset())
-    assert off.cutoffs == {} and off.skipped == "retention.enabled is false"
+def test_unknown_held_nodes_or_disabled_prune_nothing() -> None:
+    assert retention.pruning(RetentionSettings(), now=NOW, held=None).cutoffs == {}
+    off = retention.pruning(RetentionSettings(enabled=False), now=NOW, held=frozenset())
+    assert off.cutoffs == {}
+    assert off.skipped == "retention.enabled is false"
 
 
-def test_defaults_cover_every_feature_of_the_shipped_policy() -> None:
-    policy = rules.load_policy()
-    assert problems(RetentionSettings(), _needs(policy)) == []
-
-
-def test_outcomes_shorter_than_the_weekly_attempt_cap_is_named() -> None:
-    policy = rules.load_policy()
-    short = RetentionSettings(outcomes=gates.ATTEMPT_WINDOW - timedelta(days=1))
-    found = problems(short, _needs(policy))
-    assert len(found) == 1
-    assert found[0].startswith("retention.outcomes is 6 days") and "attempts_per_week" in found[0]
-
-
-def test_faults_shorter_than_the_escalation_window_or_retraining_is_named() -> None:
-    policy = rules.load_policy()
-    found = problems(RetentionSettings(faults=timedelta(minutes=1)), _needs(policy))
-    assert any("escalation.window" in line for line in found)
-    assert any("retrain_window_s" in line for line in found)
-    assert all(line.startswith("retention.faults") for line in found)
-
-
-def test_a_disabled_retention_has_no_floor() -> None:
-    policy = rules.load_policy()
-    assert problems(RetentionSettings(enabled=False, faults="1m"), _needs(policy)) == []
-
-
-def test_durations_are_written_as_the_policy_writes_them() -> None:
-    assert RetentionSettings(inbox="36h").inbox == timedelta(hours=36)
-    with pytest.raises(ValidationError):
-        RetentionSettings(batch_rows=0)
+def test_start_up_refuses_a_retention_shorter_than_a_feature_needs() -> None:
+    settings = Settings(auth={"mode": "none"}, retention={"outcomes": "2d"})
+    with pytest.raises(errors.ConfigError, match="attempts_per_week"):
+        services.load_rules(settings)
+    assert services.load_rules(Settings(auth={"mode": "none"})).policy.version == 1
