@@ -45,6 +45,8 @@ class Metrics:
     shadow_trips: Counter
     audit_findings: Gauge
     audit_last_run: Gauge
+    retention_pruned: Counter
+    db_size: Gauge
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
@@ -215,6 +217,17 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
         audit_last_run=Gauge(
             "sickbay_audit_last_run_timestamp_seconds",
             "When the last scheduled audit read the cluster successfully (Unix time)",
+            registry=registry,
+        ),
+        retention_pruned=Counter(
+            "sickbay_retention_pruned_rows",
+            "Rows the retention job deleted, by table",
+            ["table"],
+            registry=registry,
+        ),
+        db_size=Gauge(
+            "sickbay_db_size_bytes",
+            "The SQLite file's size as SQLite counts it (pages), after the last retention pass",
             registry=registry,
         ),
     )
