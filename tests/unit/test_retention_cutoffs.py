@@ -10,9 +10,8 @@ from hypothesis import strategies as st
 
 from app.config import errors
 from app.config.retention import RetentionSettings
-from app.config.settings import RULES_DIR
 from app.config.rules import Policy
-from app.config.settings import Settings
+from app.config.settings import RULES_DIR, Settings
 from app.decide import retention
 from app.service.runtime import services
 
