@@ -8,16 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.config import errors
+from app.config import errors, rules
 from app.config.retention import RetentionSettings
-from app.config.rules import Policy
 from app.config.settings import RULES_DIR, Settings
 from app.decide import retention
 from app.service.runtime import services
 
 NOW = datetime.now(UTC)
-POLICY = rules.load_policy(RULES_DIR / "policy.yaml")
-POLICY = Policy(version=1)
+POLICY = rules.load_policy(RULES_DIR / "policy.yaml")  # the shipped policy
 NEEDS = retention.needs(POLICY, retrain_window=timedelta(days=28), context_window=timedelta(hours=1))
 days = st.integers(min_value=0, max_value=400).map(lambda d: timedelta(days=d))
 
