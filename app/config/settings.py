@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from app.config import errors
+from app.config.retention import RetentionSettings
 from app.config.transport import HttpSettings, ReadSettings, TlsSettings
 
 CONFIG_ENV = "SICKBAY_CONFIG"
@@ -295,6 +296,8 @@ class Settings(BaseSettings):
     kube: KubeSettings = KubeSettings()
     leader: LeaderSettings = LeaderSettings()
     prediction: PredictionSettings = PredictionSettings()
+    # How long each growing table is kept (`app.decide.retention` checks it against the policy at start).
+    retention: RetentionSettings = RetentionSettings()
     # Who this replica is (the pod name in a cluster); written into `sickbay.io/owned-by`.
     identity: str = Field(default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname())
     pod_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "sickbay"))

@@ -48,6 +48,8 @@ class Metrics:
     watch_view_events: Counter
     watch_view_relists: Counter
     watch_view_stale: Gauge
+    retention_pruned: Counter
+    db_size: Gauge
 
 
 def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
@@ -238,6 +240,17 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
             "1 while the cluster view of a resource may miss changes (not listed yet, or its watch is down and "
             "retried); reconciliation and the status page then list instead",
             ["resource"],
+            registry=registry,
+        ),
+        retention_pruned=Counter(
+            "sickbay_retention_pruned_rows",
+            "Rows the retention job deleted, by table",
+            ["table"],
+            registry=registry,
+        ),
+        db_size=Gauge(
+            "sickbay_db_size_bytes",
+            "The SQLite file's size as SQLite counts it (pages), after the last retention pass",
             registry=registry,
         ),
     )

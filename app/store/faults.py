@@ -173,13 +173,15 @@ class FaultLog(JournalDb):
         return [codec.signal_from_dict(json.loads(row[0])) for row in rows]
 
     async def entries(self, *, limit: int = 100, node: str | None = None) -> list[Entry]:
-        # `node IS NULL OR` keeps one constant query text whether or not a node filter is given.
+        # Two texts, not `(? IS NULL OR node = ?)`: that one cannot use an index, and one node's entries
+        # (the node view, /api/v1/actions?node=) would be looked for by scanning the whole table backwards.
+        where, params = ("WHERE node = ? ", (node, limit)) if node is not None else ("", (limit,))
         async with (
             self._lock,
             self._db.execute(
-                "SELECT id, at, node, gpu, xid, class, rule, status, source, reason, plan FROM faults "
-                "WHERE (? IS NULL OR node = ?) ORDER BY id DESC LIMIT ?",
-                (node, node, limit),
+                "SELECT id, at, node, gpu, xid, class, rule, status, source, reason, plan FROM faults "  # noqa: S608 - fixed fragments only
+                f"{where}ORDER BY id DESC LIMIT ?",
+                params,
             ) as cursor,
         ):
             rows = await cursor.fetchall()

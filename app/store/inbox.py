@@ -22,9 +22,11 @@ from pathlib import Path
 import aiosqlite
 
 from app.domain import Lane, Signal
-from app.store import codec, transactions
+from app.store import codec, space, transactions
 from app.store.group_commit import GroupCommit
+from app.store.space import connect
 
+__all__ = ["connect"]  # re-exported: `inbox.connect` was its home before `space` (callers still use it)
 log = logging.getLogger(__name__)
 _LOOKUP_CHUNK = 500  # fingerprints per dedup lookup, well under SQLite's bound-parameter limit
 
@@ -48,10 +50,11 @@ CREATE TABLE IF NOT EXISTS inbox (
 CREATE INDEX IF NOT EXISTS inbox_unattributed ON inbox (seq) WHERE node IS NULL;
 """
 # After the migration below: an inbox written before lanes has no `lane` column to index yet. The pending
-# rows of one lane, in order; the count of pending rows reads the same index.
+# rows of one lane, in order; the count of pending rows reads the same index. Retention deletes by age.
 INDEXES = """
 DROP INDEX IF EXISTS inbox_pending;
 CREATE INDEX IF NOT EXISTS inbox_lane_pending ON inbox (state, lane, seq);
+CREATE INDEX IF NOT EXISTS inbox_by_received ON inbox (received_at);
 """
 _ROW_COLUMNS = "seq, source, fingerprint, status, node, payload, received_at, attempts"
 
@@ -127,22 +130,6 @@ class _Pending:
     done: asyncio.Future[Appended]
 
 
-async def connect(path: Path, *, durable: bool = True) -> aiosqlite.Connection:
-    """Open the shared SQLite file in WAL mode.
-
-    `durable`: FULL sync, the WAL is fsynced at every commit, so an acknowledged alert survives power
-    loss, not only a process crash (group commit keeps this affordable). The journal's connection uses
-    NORMAL: its rows are derived from inbox rows that stay pending until processed, and WAL frames are
-    written in order, so a power cut can only lose the newest journal rows along with their "done" marks.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = await aiosqlite.connect(path, isolation_level=None)
-    await db.execute("PRAGMA journal_mode=WAL")
-    await db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-    await db.execute("PRAGMA busy_timeout=10000")
-    return db
-
-
 class Inbox:
     """The inbox table plus the single writer task that group-commits appends."""
 
@@ -188,6 +175,7 @@ class Inbox:
         """Open (creating or migrating if needed) the inbox; `on_commit` hears how many requests each commit
         carried; `lane_of` decides each appended record's lane (and, at open, again each pending row's)."""
         db = await connect(path)
+        await space.migrate(db)  # the file's first connection: nothing else may hold it during a VACUUM
         await db.executescript(SCHEMA)
         inbox = cls(
             db, max_batch_rows=max_batch_rows, on_commit=on_commit, write_lock=write_lock, lane_of=lane_of

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -19,8 +19,9 @@ from app.act.reconcile import Reconciler
 from app.act.shadowing import ShadowKeeper
 from app.act.urgency import Urgency
 from app.classify import classifier
-from app.config import rules
+from app.config import errors, rules
 from app.config.settings import Settings
+from app.decide import retention
 from app.ingest import callers as callers_mod
 from app.kube import port
 from app.kube.ratelimit import TokenBucket
@@ -89,7 +90,17 @@ SERVICES = web.AppKey("services", Services)
 
 
 def load_rules(settings: Settings) -> classifier.Rules:
-    return classifier.Rules(
+    """The rules files, checked against the retention settings: a table kept shorter than a feature
+    reading it needs is refused here, at start-up, with the feature named."""
+    loaded = classifier.Rules(
         catalog=rules.load_catalog(settings.xid_catalog_file),
         policy=rules.load_policy(settings.policy_file),
     )
+    wanted = retention.needs(
+        loaded.policy,
+        retrain_window=timedelta(seconds=settings.prediction.retrain_window_s),
+        context_window=timedelta(seconds=settings.pipeline.context_window_s),
+    )
+    if found := retention.problems(settings.retention, wanted):
+        raise errors.ConfigError("retention shorter than the features reading it need: " + "; ".join(found))
+    return loaded
