@@ -54,6 +54,7 @@ class GateKeeper:
         self._metrics = metrics
         self._clock = clock
         self._nodes: dict[str, NodeState] = {}
+        self._observed = False  # a full node list seen since start
         self._census = Census(pool_label=policy.pool_label)
         # The rate limit's inputs: the journal's quarantines as last read (and when), and this replica's
         # own admissions since, pruned to the window.
@@ -87,6 +88,7 @@ class GateKeeper:
     def observe(self, nodes: Iterable[NodeState]) -> None:
         """Refresh the fleet from a full node list (the reconciler calls this each round)."""
         self._nodes = {n.name: n for n in nodes}
+        self._observed = True
         self._census.replace(self._nodes.values())
         self._keep_pending()
         self._export_proactive()
@@ -103,6 +105,17 @@ class GateKeeper:
 
     def fleet(self) -> gates.Fleet:
         return self._census.fleet()
+
+    def held(self) -> frozenset[str] | None:
+        """The nodes Sickbay holds (quarantined, owned, or a quarantine admitted and on its way) as of the
+        last full node list; None before the first, when no one can say which rows retention must keep."""
+        if not self._observed:
+            return None
+        return frozenset(
+            name
+            for name, node in self._nodes.items()
+            if footprint.quarantined_class(node) is not None or node.owned_by_sickbay
+        ) | frozenset(self._pending)
 
     async def admit(self, node: NodeState) -> gates.Verdict:
         await self._read_journal()

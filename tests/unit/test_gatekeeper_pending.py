@@ -92,3 +92,13 @@ async def test_a_pending_slot_no_list_ever_shows_expires(journal: Journal) -> No
     clock.now += gatekeeper_module.PENDING_TTL + timedelta(seconds=1)
     gates.observe(fleet)
     assert gates.fleet().quarantined == 0
+
+
+async def test_held_is_unknown_before_a_list_then_the_quarantined_owned_and_pending(journal: Journal) -> None:
+    clock = Clock()
+    gates = keeper(journal, clock)
+    assert gates.held() is None
+    owned = NodeState(name="own", labels=((POOL, "p"),), annotations=((footprint.OWNED_BY, "sickbay-0"),))
+    gates.observe([node("q", quarantined=True), owned, node("free"), node("next")])
+    assert (await gates.admit(node("next"))).allowed
+    assert gates.held() == {"q", "own", "next"}

@@ -100,6 +100,8 @@ def _leader_jobs(services: Services) -> list[tuple[str, Callable[[], Awaitable[o
         jobs.append(
             ("alert-sync", lambda: _sync_alerts_once(services), settings.alertmanager_sync_interval_s)
         )
+    if services.retention is not None and settings.retention.enabled:
+        jobs.append(("retention", services.retention.run_once, settings.retention.interval.total_seconds()))
     return jobs
 
 

@@ -31,7 +31,7 @@ from app.service import pipeline, schedule
 from app.store import deadletter, inbox, journal
 
 if TYPE_CHECKING:
-    from app.service import audit_job, retraining_job, scoring_job, validation
+    from app.service import audit_job, retention_job, retraining_job, scoring_job, validation
     from app.service.runtime import reads
 
 Clock = Callable[[], datetime]
@@ -74,6 +74,7 @@ class Services:
     retraining: retraining_job.Retraining | None = None
     shadow: ShadowKeeper | None = None
     validation: validation.Validation | None = None
+    retention: retention_job.RetentionJob | None = None  # the store's pruning (`retention.enabled`)
     audits: audit_job.Audits | None = None  # the scheduled audit's last result (`audit_interval_s`)
     leader: bool = False
     ready: bool = False

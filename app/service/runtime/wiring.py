@@ -38,7 +38,7 @@ from app.kube.informer import Hooks
 from app.kube.ratelimit import TokenBucket
 from app.kube.retries import RetryPolicy
 from app.kube.views import ClusterView
-from app.service import audit_job, lanes, pipeline, schedule
+from app.service import audit_job, lanes, pipeline, retention_job, schedule
 from app.service.runtime import reads
 from app.service.runtime.reviewing import KubeReviewer
 from app.service.runtime.services import SERVICES, Services
@@ -46,6 +46,7 @@ from app.store import deadletter
 from app.store.inbox import Inbox, record_of
 from app.store.inbox import connect as connect_journal_db
 from app.store.journal import Journal
+from app.store.retention import Pruner
 from app.store.validation import ValidationLog
 
 log = logging.getLogger(__name__)
@@ -88,13 +89,35 @@ async def open_storage(app: web.Application) -> AsyncIterator[None]:
     services.dead_letters = await deadletter.DeadLetters.open(
         path, max_rows=settings.inbox.dead_letter_rows, write_lock=write_lock
     )
+    pruner = await Pruner.open(
+        path,
+        write_lock=write_lock,
+        batch_rows=settings.retention.batch_rows,
+        vacuum_pages=settings.retention.vacuum_pages,
+    )
+    services.retention = retention_job.RetentionJob(
+        pruner,
+        settings=settings.retention,
+        held=functools.partial(_held_nodes, services),
+        metrics=services.metrics,
+        clock=services.clock,
+    )
     log.info("inbox %s: %d pending rows to resume", path, await inbox.depth())
     try:
         yield
     finally:
+        await pruner.close()
         await inbox.close()
         await services.dead_letters.close()
         await journal_db.close()
+
+
+def _held_nodes(services: Services) -> frozenset[str] | None:
+    """The nodes whose rows retention keeps: without a cluster none are held; with one, those of the last
+    node list (None until the reconciler's first, so nothing is pruned before it)."""
+    if services.kube is None:
+        return frozenset()
+    return services.gates.held() if services.gates is not None else None
 
 
 async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
