@@ -1,5 +1,6 @@
-"""The retention job on the one scheduler: every `retention.interval`, work out the cutoffs
-(`app.decide.retention`) and have the store delete and reclaim (`app.store.retention`).
+"""The retention pass: work out the cutoffs (`app.decide.retention`) and have the store delete and
+reclaim (`app.store.retention`). The leader runs it every `retention.interval`, among its other jobs on
+the one scheduler (`app.service.runtime.leadership`).
 
 A pass that fails is logged at ERROR and counted (`sickbay_job_failures_total{job="retention"}`); the
 service carries on and the next pass tries again: keeping rows longer is always safe, losing intake is not.
@@ -15,7 +16,6 @@ from datetime import datetime
 from app.config.retention import RetentionSettings
 from app.decide import retention
 from app.obs.metrics import Metrics
-from app.service import schedule
 from app.store.retention import Pruned, Pruner
 
 log = logging.getLogger(__name__)
@@ -39,10 +39,6 @@ class RetentionJob:
         self._metrics = metrics
         self._clock = clock
         self.last: Pruned | None = None
-
-    def start(self, jobs: schedule.Jobs) -> None:
-        every = self._settings.interval.total_seconds()
-        jobs.every(JOB_ID, self.run_once, seconds=every, misfire_grace_s=max(1, int(every)))
 
     async def run_once(self) -> Pruned | None:
         plan = retention.pruning(self._settings, now=self._clock(), held=self._held())

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -32,7 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from rich.console import Group
+import aiosqlite
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -92,9 +95,9 @@ def _record(i: int, at: datetime, *, starts: datetime | None = None) -> Record:
     )
 
 
-async def _median_ms(call: Callable[[], Awaitable[object]]) -> float:
+async def _median_ms(call: Callable[[], Awaitable[object]], samples: int) -> float:
     times = []
-    for _ in range(SAMPLES):
+    for _ in range(samples):
         started = time.perf_counter()
         await call()
         times.append((time.perf_counter() - started) * 1000)
@@ -106,13 +109,13 @@ def _size_mib(path: Path) -> float:
     return (path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)) / 2**20
 
 
-async def _count(db: object, table: str) -> int:
-    async with db.execute(f"SELECT count(*) FROM {table}") as cursor:  # type: ignore[attr-defined]
+async def _count(db: aiosqlite.Connection, table: str) -> int:
+    async with db.execute(f"SELECT count(*) FROM {table}") as cursor:
         row = await cursor.fetchone()
     return int(row[0])
 
 
-async def soak(alerts: int, *, prune: bool, folder: Path) -> list[Checkpoint]:
+async def soak(alerts: int, *, prune: bool, folder: Path, samples: int = SAMPLES) -> list[Checkpoint]:
     path = folder / f"soak-{alerts}-{'retention' if prune else 'none'}.db"
     lock = asyncio.Lock()
     inbox = await Inbox.open(path, write_lock=lock)
@@ -177,9 +180,9 @@ async def soak(alerts: int, *, prune: bool, folder: Path) -> list[Checkpoint]:
                         alerts=done,
                         simulated_day=(now - start) / timedelta(days=1),
                         db_mib=_size_mib(path),
-                        intake_ms=await _median_ms(intake),
-                        decision_ms=await _median_ms(decision),
-                        status_ms=await _median_ms(status),
+                        intake_ms=await _median_ms(intake, samples),
+                        decision_ms=await _median_ms(decision, samples),
+                        status_ms=await _median_ms(status, samples),
                         inbox_rows=await _count(journal_db, "inbox"),
                         fault_rows=await _count(journal_db, "faults"),
                     )
@@ -233,15 +236,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> Group:
     args = parse_args(argv or [])
-    global SAMPLES  # noqa: PLW0603  # the checkpoints' sample count, set once per run (tests use few)
-    SAMPLES = args.samples
-    load = __import__("os").getloadavg()
+    load = os.getloadavg()
     parts: list[Table | Text] = []
     with tempfile.TemporaryDirectory(prefix="sickbay-soak-") as folder:
         for alerts in args.alerts:
             for prune in (False, True):
                 started = time.perf_counter()
-                points = asyncio.run(soak(alerts, prune=prune, folder=Path(folder)))
+                points = asyncio.run(soak(alerts, prune=prune, folder=Path(folder), samples=args.samples))
                 parts.append(_table(alerts, prune, points))
                 parts.append(Text(f"took {time.perf_counter() - started:.0f}s"))
     parts.append(Text(f"machine: {machine.describe(load)}"))
@@ -249,6 +250,4 @@ def main(argv: Sequence[str] | None = None) -> Group:
 
 
 if __name__ == "__main__":
-    from rich.console import Console
-
-    Console(width=140).print(main(__import__("sys").argv[1:]))
+    Console(width=140).print(main(sys.argv[1:]))

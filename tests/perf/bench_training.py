@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -159,14 +158,10 @@ class Row:
 
 
 def measure(rows: int, *, pool: Path, args: argparse.Namespace) -> Row:
-    command = [sys.executable, "-m", "tests.perf.bench_training", "--child", "--pool", str(pool)]
-    command += ["--rows", str(rows), "--max-iter", str(args.max_iter)]
-    if args.threads is not None:
-        command += ["--threads", str(args.threads)]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"training {rows:,} rows failed:\n{done.stderr[-3000:]}")
-    row = Row(**json.loads(done.stdout.strip().splitlines()[-1]))
+    options = ["--child", "--pool", str(pool), "--rows", str(rows)]
+    row = Row(
+        **training_scale.run_child("tests.perf.bench_training", options, args=args, what=f"{rows:,} rows")
+    )
     print(
         f"  {rows:,} rows: fit {row.fit_s:.1f}s + calibrate {row.calibrate_s:.1f}s, peak {row.peak_mib:.0f} MiB",
         file=sys.stderr,

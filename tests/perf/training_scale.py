@@ -33,7 +33,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -254,15 +254,24 @@ def rate_for(rows: int, compare_rate: float) -> tuple[float, bool]:
     return (auto, False) if auto < 1.0 else (compare_rate, True)
 
 
-def measure(rows: int, rate: float, *, pool: Path, args: argparse.Namespace) -> dict[str, Any]:
-    command = [sys.executable, "-m", "tests.perf.training_scale", "--pool", str(pool), "--rows", str(rows)]
-    command += ["--rate", str(rate), "--max-iter", str(args.max_iter)]
+def run_child(module: str, options: Sequence[str], *, args: argparse.Namespace, what: str) -> dict[str, Any]:
+    """One training size in a process of its own (so its peak RSS is its own), with the run's
+    `--max-iter` and `--threads`; returns the JSON line the child prints last."""
+    command = [sys.executable, "-m", module, *options, "--max-iter", str(args.max_iter)]
     if args.threads is not None:
         command += ["--threads", str(args.threads)]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"training {rows:,} rows at rate {rate:g} failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"training {what} failed:\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure(rows: int, rate: float, *, pool: Path, args: argparse.Namespace) -> dict[str, Any]:
+    options = ["--pool", str(pool), "--rows", str(rows), "--rate", str(rate)]
+    result = run_child(
+        "tests.perf.training_scale", options, args=args, what=f"{rows:,} rows at rate {rate:g}"
+    )
     print(
         f"  fleet {rows:,} rows, rate {rate:g}: {result['total_s']:.1f}s, peak {result['peak_mib']:.0f} MiB, "
         f"holdout PR-AUC {result['pr_auc']:.3f}",

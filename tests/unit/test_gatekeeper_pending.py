@@ -57,25 +57,25 @@ def keeper(journal: Journal, clock: Clock) -> GateKeeper:
     )
 
 
-async def test_a_stale_list_does_not_give_an_admitted_slot_back(journal: Journal) -> None:
-    clock = Clock()
-    gates = keeper(journal, clock)
+async def two_admitted(journal: Journal) -> tuple[GateKeeper, list[NodeState]]:
+    """Five listed nodes, the budget's two slots admitted to n0 and n1, neither write landed yet."""
+    gates = keeper(journal, Clock())
     fleet = [node(f"n{i}") for i in range(5)]
     gates.observe(fleet)
     assert (await gates.admit(fleet[0])).allowed
     assert (await gates.admit(fleet[1])).allowed
+    return gates, fleet
+
+
+async def test_a_stale_list_does_not_give_an_admitted_slot_back(journal: Journal) -> None:
+    gates, fleet = await two_admitted(journal)
     gates.observe(fleet)  # listed before either write landed: neither shows a quarantine
     assert gates.fleet().quarantined == 2
     assert not (await gates.admit(fleet[2])).allowed
 
 
 async def test_a_pending_slot_ends_when_a_list_shows_it_or_the_write_fails(journal: Journal) -> None:
-    clock = Clock()
-    gates = keeper(journal, clock)
-    fleet = [node(f"n{i}") for i in range(5)]
-    gates.observe(fleet)
-    assert (await gates.admit(fleet[0])).allowed
-    assert (await gates.admit(fleet[1])).allowed
+    gates, fleet = await two_admitted(journal)
     gates.withdraw("n1")  # its write failed
     gates.observe([node("n0", quarantined=True), *fleet[1:]])  # n0's write landed
     assert gates.fleet().quarantined == 1
