@@ -112,6 +112,7 @@ def _size_mib(path: Path) -> float:
 async def _count(db: aiosqlite.Connection, table: str) -> int:
     async with db.execute(f"SELECT count(*) FROM {table}") as cursor:
         row = await cursor.fetchone()
+    assert row is not None  # count(*) always answers one row
     return int(row[0])
 
 
