@@ -82,14 +82,21 @@ def _policy(tmp: Path) -> Path:
 
 
 async def _world(
-    tmp: Path, nodes: int, *, pipeline: dict[str, Any] | None = None, raised: bool = True
+    tmp: Path,
+    nodes: int,
+    *,
+    pipeline: dict[str, Any] | None = None,
+    raised: bool = True,
+    seed_doc: dict[str, Any] | None = None,
+    latency_ms: float = LATENCY_MS,
 ) -> tuple[asyncio.subprocess.Process, Timed, Any, TestServer]:
     """The simulated API server (its own process), a client on it, and Sickbay in process; `pipeline`:
     the pipeline's settings (this benchmark's, for a storm, by default); `raised`: the budgets raised to
-    allow every node (else the shipped policy's)."""
+    allow every node (else the shipped policy's); `seed_doc`: the cluster (else `nodes` bare GPU nodes);
+    `latency_ms`: added by the API server to every request."""
     # The API server runs in its own process, as a real one would: it must not share Sickbay's core.
     seed = tmp / "seed.yaml"
-    seed.write_text(yaml.safe_dump(_seed(nodes)))
+    seed.write_text(yaml.safe_dump(seed_doc if seed_doc is not None else _seed(nodes)))
     kubeconfig = tmp / "kubeconfig"
     sim = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).with_name("sickbay")),
@@ -98,7 +105,7 @@ async def _world(
         "--seed",
         str(seed),
         "--latency-ms",
-        str(LATENCY_MS),
+        str(latency_ms),
         "--kubeconfig-out",
         str(kubeconfig),
         stdout=asyncio.subprocess.PIPE,

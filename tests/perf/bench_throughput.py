@@ -1,0 +1,354 @@
+"""Pipeline throughput: signals processed per second, the simulated API server adding 5 ms per request.
+
+Sickbay runs in process with its shipped pipeline settings (16 nodes at once, one node's rows in order)
+and the real HTTP intake; the simulated API server runs in its own process, seeded with GPU nodes of 8
+one-GPU pods each (8 Deployments across the nodes, so every pod has a controller). Through the webhook:
+
+- pod restarts: one application XID (13, `restart-workload`) per GPU, naming the pod on it the way
+  dcgm-exporter under prometheus-operator does (`exported_pod`); the cluster confirms the pod on the node,
+  and each is restarted (deleted with its UID as a precondition, an Event on it).
+- fatal alone: one XID 79 per node (quarantine, background drain, hand-off), the budget raised so all
+  may be quarantined.
+- a mix: pod restarts on half the nodes, a fatal XID on each of the other half, interleaved.
+
+Each kind runs on a fresh API server and service, timed from the first webhook request to the last row
+processed. Baselines in the same run: the same pod restarts at 0 ms per request (Sickbay's own cost),
+and the client-only floor, the requests a restart makes (node read and pod list together, the delete,
+the Event) sent straight through the same client with the pipeline's concurrency (16 nodes at once, one
+node's in order), on other nodes before the burst. Deleted pods go at once (no grace period: the
+simulator's `--grace-scale 0`, as if no kubelet had anything to stop), so a pod deleted once is gone and
+each alert is about a pod of its own. `--profile` writes a cProfile of the service during the pod
+restarts to out/bench/throughput.prof.txt. Written to out/bench/throughput.json.
+
+    python -m tests.perf throughput [-- --quick | --nodes N | --profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import pstats
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from aiohttp import ClientSession
+from rich.table import Table
+
+from app.domain import PodState
+from app.kube.port import EventSpec
+from app.service.runtime import SERVICES
+from tests.payloads import alert
+from tests.perf import machine
+from tests.perf.bench_remediation import LATENCY_MS, _post, _world
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = REPO / "out" / "bench" / "throughput.json"
+PROFILE_OUT = REPO / "out" / "bench" / "throughput.prof.txt"
+NODES = 250  # per kind: 2,000 pod restarts, 250 fatal signals
+GPUS = 8
+NAMESPACE = "training"
+PER_REQUEST = 100
+CONCURRENCY = 16  # the shipped pipeline.node_concurrency, which this benchmark runs with
+
+
+def node_name(i: int) -> str:
+    return f"gpu-{i:04d}"
+
+
+def seed_doc(nodes: int) -> dict[str, Any]:
+    """`nodes` GPU nodes, each running one one-GPU pod of each of `GPUS` Deployments."""
+    names = [node_name(i) for i in range(nodes)]
+    return {
+        "nodes": [
+            {"name": "gpu-{i:04d}", "count": nodes, "gpus": GPUS, "labels": {"sickbay.io/pool": "h100"}}
+        ],
+        "deployments": [
+            {"name": f"train-{g}", "namespace": NAMESPACE, "nodes": names, "gpus_per_pod": 1}
+            for g in range(GPUS)
+        ],
+    }
+
+
+def restart_alerts(pods: Sequence[PodState], *, tag: str) -> list[dict[str, Any]]:
+    """One application XID per pod, on the GPU its Deployment's index names, the pod named as
+    dcgm-exporter under prometheus-operator names it."""
+    out = []
+    for pod in pods:
+        gpu = pod.name.split("-")[1]  # train-<g>-<hash>-<suffix>
+        out.append(
+            alert(
+                fingerprint=f"{tag}-{pod.name}",
+                node=pod.node or "",
+                gpu=gpu,
+                xid="13",
+                alertname="GpuXidApplicationError",
+                sickbay_class="restart-workload",
+                exported_namespace=pod.namespace,
+                exported_pod=pod.name,
+                exported_container="main",
+            )
+        )
+    return out
+
+
+def fatal_alerts(nodes: Sequence[str], *, tag: str) -> list[dict[str, Any]]:
+    return [alert(fingerprint=f"{tag}-{n}", node=n, xid="79") for n in nodes]
+
+
+def interleave(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`b` spread evenly through `a`, so both kinds arrive throughout the burst."""
+    if not b:
+        return list(a)
+    step = max(1, len(a) // len(b))
+    out: list[dict[str, Any]] = []
+    rest = list(b)
+    for i, item in enumerate(a):
+        out.append(item)
+        if i % step == step - 1 and rest:
+            out.append(rest.pop(0))
+    return out + rest
+
+
+async def _pods_on(kube: Any, nodes: set[str]) -> list[PodState]:
+    return sorted(
+        (p for p in await kube.list_pods(namespace=NAMESPACE) if p.node in nodes and not p.deleting),
+        key=lambda p: (p.node or "", p.name),
+    )
+
+
+async def floor(kube: Any, pods: Sequence[PodState]) -> float:
+    """What the pipeline asks of the cluster for each restart, straight through the client: the node read
+    and the pod list together, then the delete (with the UID) and the Event; one node's pods in order,
+    `CONCURRENCY` nodes at once."""
+    slots = asyncio.Semaphore(CONCURRENCY)
+    by_node: dict[str, list[PodState]] = {}
+    for pod in pods:
+        by_node.setdefault(pod.node or "", []).append(pod)
+
+    async def one_node(node: str, mine: list[PodState]) -> None:
+        async with slots:
+            for pod in mine:
+                await asyncio.gather(kube.get_node(node), kube.list_pods(node=node))
+                await kube.delete_pod(pod.namespace, pod.name, uid=pod.uid)
+                await kube.create_event(
+                    EventSpec(
+                        kind="Pod",
+                        name=pod.name,
+                        namespace=pod.namespace,
+                        reason="BenchFloor",
+                        message="floor",
+                        uid=pod.uid,
+                    )
+                )
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_node(n, m) for n, m in by_node.items()))
+    return time.perf_counter() - started
+
+
+async def burst(server: Any, alerts: Sequence[dict[str, Any]], *, timeout: float = 600) -> float:
+    """Post `alerts` at once (`PER_REQUEST` a request); seconds until the pipeline processed them all."""
+    services = server.app[SERVICES]
+    target = services.pipeline.processed + len(alerts)
+    url = str(server.make_url("/api/v1/alerts"))
+    started = time.perf_counter()
+    async with ClientSession() as session:
+        await asyncio.gather(
+            *(
+                _post(session, url, list(alerts[i : i + PER_REQUEST]))
+                for i in range(0, len(alerts), PER_REQUEST)
+            )
+        )
+    deadline = started + timeout
+    while services.pipeline.processed < target:
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"{target - services.pipeline.processed} rows not processed in {timeout:.0f}s")
+        await asyncio.sleep(0.002)
+    return time.perf_counter() - started
+
+
+async def _started(server: Any) -> None:
+    services = server.app[SERVICES]
+    await services.prediction_started()
+    if services.scoring is not None:
+        await services.scoring.loaded()
+
+
+async def in_world(
+    tmp: Path,
+    nodes: int,
+    body: Callable[[Any, Any, Any], Awaitable[dict[str, Any]]],
+    *,
+    latency_ms: float = LATENCY_MS,
+) -> dict[str, Any]:
+    sim, timed, kube, server = await _world(
+        tmp, nodes, pipeline={}, seed_doc=seed_doc(nodes), latency_ms=latency_ms
+    )
+    try:
+        await _started(server)
+        return await body(timed, kube, server)
+    finally:
+        await server.close()
+        await kube.close()
+        sim.terminate()
+        await sim.wait()
+
+
+def restarts(
+    nodes: int, *, with_floor: bool, profile: bool = False
+) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """Pod restarts on nodes 0..nodes-1; with the floor first on the other half of a world twice as big."""
+
+    async def body(timed: Any, kube: Any, server: Any) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        if with_floor:
+            floor_pods = await _pods_on(kube, {node_name(i) for i in range(nodes, 2 * nodes)})
+            result["floor_s"] = await floor(kube, floor_pods)
+            result["floor_requests"] = 4 * len(floor_pods)
+        targets = {node_name(i) for i in range(nodes)}
+        pods = await _pods_on(kube, targets)
+        profiler = cProfile.Profile() if profile else None
+        if profiler is not None:
+            profiler.enable()
+        elapsed = await burst(server, restart_alerts(pods, tag="r"))
+        if profiler is not None:
+            profiler.disable()
+            _write_profile(profiler)
+        left = await _pods_on(kube, targets)
+        result.update(signals=len(pods), seconds=elapsed, restarted=len(pods) - len(left))
+        return result
+
+    return body
+
+
+def fatal(nodes: int) -> Callable[..., Awaitable[dict[str, Any]]]:
+    async def body(timed: Any, kube: Any, server: Any) -> dict[str, Any]:
+        names = [node_name(i) for i in range(nodes)]
+        elapsed = await burst(server, fatal_alerts(names, tag="f"))
+        return {"signals": nodes, "seconds": elapsed, "quarantined": len(set(timed.cordoned) & set(names))}
+
+    return body
+
+
+def mix(nodes: int) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """Pod restarts on the first half of the nodes, a fatal XID on each of the other half."""
+
+    async def body(timed: Any, kube: Any, server: Any) -> dict[str, Any]:
+        half = nodes // 2
+        soft_nodes = {node_name(i) for i in range(half)}
+        pods = await _pods_on(kube, soft_nodes)
+        fatal_nodes = [node_name(i) for i in range(half, nodes)]
+        alerts = interleave(restart_alerts(pods, tag="m"), fatal_alerts(fatal_nodes, tag="mf"))
+        elapsed = await burst(server, alerts)
+        left = await _pods_on(kube, soft_nodes)
+        return {
+            "signals": len(alerts),
+            "restart_signals": len(pods),
+            "fatal_signals": len(fatal_nodes),
+            "seconds": elapsed,
+            "restarted": len(pods) - len(left),
+            "quarantined": len(set(timed.cordoned) & set(fatal_nodes)),
+        }
+
+    return body
+
+
+def _write_profile(profiler: cProfile.Profile) -> None:
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("tottime").print_stats(40)
+    stats.sort_stats("cumulative").print_stats(60)
+    PROFILE_OUT.parent.mkdir(parents=True, exist_ok=True)
+    PROFILE_OUT.write_text(text.getvalue())
+
+
+async def run(nodes: int, *, profile: bool = False) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "benchmark": "throughput",
+        "machine": machine.describe(),
+        "config": {
+            "nodes": nodes,
+            "gpus": GPUS,
+            "api_latency_ms": LATENCY_MS,
+            "node_concurrency": CONCURRENCY,
+        },
+    }
+    kinds: list[tuple[str, int, Callable[..., Awaitable[dict[str, Any]]], float]] = [
+        ("restart", 2 * nodes, restarts(nodes, with_floor=True, profile=profile), LATENCY_MS),
+        ("fatal", nodes, fatal(nodes), LATENCY_MS),
+        ("mix", nodes, mix(nodes), LATENCY_MS),
+        ("restart_0ms", nodes, restarts(nodes, with_floor=False), 0.0),
+    ]
+    for key, fleet, body, latency in kinds:
+        with tempfile.TemporaryDirectory() as tmp:
+            results[key] = await in_world(Path(tmp), fleet, body, latency_ms=latency)
+    return results
+
+
+def rate(entry: dict[str, Any]) -> float:
+    return float(entry["signals"]) / float(entry["seconds"])
+
+
+def main(argv: Sequence[str] | None = None) -> Table:
+    parser = argparse.ArgumentParser(prog="bench_throughput")
+    parser.add_argument("--quick", action="store_true", help="a toy size (10 nodes)")
+    parser.add_argument("--nodes", type=int, default=None, help=f"nodes per kind (default {NODES})")
+    parser.add_argument(
+        "--profile", action="store_true", help=f"cProfile the pod restarts into {PROFILE_OUT}"
+    )
+    args = parser.parse_args(list(argv or []))
+    nodes = args.nodes or (10 if args.quick else NODES)
+    results = asyncio.run(run(nodes, profile=args.profile))
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(results, indent=2) + "\n")
+    r, f, m, z = results["restart"], results["fatal"], results["mix"], results["restart_0ms"]
+    floor_rate = r["signals"] / r["floor_s"]
+    table = Table(
+        title=(
+            f"Pipeline throughput: {nodes} nodes x {GPUS} one-GPU pods a kind, simulated API "
+            f"+{LATENCY_MS:g} ms/request, node_concurrency {CONCURRENCY} ({results['machine']['cpus']} CPUs)"
+        )
+    )
+    for column in ("signals", "processed in", "signals/s", "effect", "baseline (same run)"):
+        table.add_column(column, justify="left" if column == "signals" else "right")
+    table.add_row(
+        f"{r['signals']:,} pod restarts (XID 13)",
+        f"{r['seconds']:.2f} s",
+        f"{rate(r):.0f}",
+        f"{r['restarted']:,} restarted",
+        f"floor {floor_rate:.0f}/s ({rate(r) / floor_rate:.2f}x); at 0 ms {rate(z):.0f}/s",
+    )
+    table.add_row(
+        f"{f['signals']:,} fatal alone (XID 79)",
+        f"{f['seconds']:.2f} s",
+        f"{rate(f):.0f}",
+        f"{f['quarantined']:,} quarantined",
+        "",
+    )
+    table.add_row(
+        f"{m['signals']:,} mixed ({m['restart_signals']:,} restarts + {m['fatal_signals']:,} fatal)",
+        f"{m['seconds']:.2f} s",
+        f"{rate(m):.0f}",
+        f"{m['restarted']:,} restarted, {m['quarantined']:,} quarantined",
+        "",
+    )
+    table.add_row(
+        f"{z['signals']:,} pod restarts at 0 ms/request",
+        f"{z['seconds']:.2f} s",
+        f"{rate(z):.0f}",
+        f"{z['restarted']:,} restarted",
+        "Sickbay's own cost",
+    )
+    return table
+
+
+if __name__ == "__main__":
+    from rich.console import Console
+
+    Console().print(main())
