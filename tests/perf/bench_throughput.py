@@ -30,6 +30,7 @@ import asyncio
 import cProfile
 import io
 import json
+import os
 import pstats
 import tempfile
 import time
@@ -152,6 +153,24 @@ async def floor(kube: Any, pods: Sequence[PodState]) -> float:
     return time.perf_counter() - started
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (proc(5): utime and stime, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Cpu:
+    """CPU seconds Sickbay's process (with its SQLite threads) and the API server's spent meanwhile."""
+
+    def __init__(self, sim_pid: int) -> None:
+        self._sim = sim_pid
+        self._at = (time.process_time(), cpu_seconds(sim_pid))
+
+    def spent(self) -> dict[str, float]:
+        ours, sim = time.process_time(), cpu_seconds(self._sim)
+        return {"sickbay_cpu_s": ours - self._at[0], "api_server_cpu_s": sim - self._at[1]}
+
+
 async def burst(server: Any, alerts: Sequence[dict[str, Any]], *, timeout: float = 600) -> float:
     """Post `alerts` at once (`PER_REQUEST` a request); seconds until the pipeline processed them all."""
     services = server.app[SERVICES]
@@ -169,7 +188,7 @@ async def burst(server: Any, alerts: Sequence[dict[str, Any]], *, timeout: float
     while services.pipeline.processed < target:
         if time.perf_counter() > deadline:
             raise TimeoutError(f"{target - services.pipeline.processed} rows not processed in {timeout:.0f}s")
-        await asyncio.sleep(0.002)
+        await asyncio.sleep(0.01)
     return time.perf_counter() - started
 
 
@@ -183,7 +202,7 @@ async def _started(server: Any) -> None:
 async def in_world(
     tmp: Path,
     nodes: int,
-    body: Callable[[Any, Any, Any], Awaitable[dict[str, Any]]],
+    body: Callable[[Any, Any, Any, int], Awaitable[dict[str, Any]]],
     *,
     latency_ms: float = LATENCY_MS,
 ) -> dict[str, Any]:
@@ -192,7 +211,7 @@ async def in_world(
     )
     try:
         await _started(server)
-        return await body(timed, kube, server)
+        return await body(timed, kube, server, sim.pid)
     finally:
         await server.close()
         await kube.close()
@@ -205,18 +224,22 @@ def restarts(
 ) -> Callable[..., Awaitable[dict[str, Any]]]:
     """Pod restarts on nodes 0..nodes-1; with the floor first on the other half of a world twice as big."""
 
-    async def body(timed: Any, kube: Any, server: Any) -> dict[str, Any]:
+    async def body(timed: Any, kube: Any, server: Any, sim_pid: int) -> dict[str, Any]:
         result: dict[str, Any] = {}
         if with_floor:
             floor_pods = await _pods_on(kube, {node_name(i) for i in range(nodes, 2 * nodes)})
+            cpu = Cpu(sim_pid)
             result["floor_s"] = await floor(kube, floor_pods)
+            result["floor_cpu"] = cpu.spent()
             result["floor_requests"] = 4 * len(floor_pods)
         targets = {node_name(i) for i in range(nodes)}
         pods = await _pods_on(kube, targets)
         profiler = cProfile.Profile() if profile else None
         if profiler is not None:
             profiler.enable()
+        cpu = Cpu(sim_pid)
         elapsed = await burst(server, restart_alerts(pods, tag="r"))
+        result["cpu"] = cpu.spent()
         if profiler is not None:
             profiler.disable()
             _write_profile(profiler)
@@ -228,10 +251,16 @@ def restarts(
 
 
 def fatal(nodes: int) -> Callable[..., Awaitable[dict[str, Any]]]:
-    async def body(timed: Any, kube: Any, server: Any) -> dict[str, Any]:
+    async def body(timed: Any, kube: Any, server: Any, sim_pid: int) -> dict[str, Any]:
         names = [node_name(i) for i in range(nodes)]
+        cpu = Cpu(sim_pid)
         elapsed = await burst(server, fatal_alerts(names, tag="f"))
-        return {"signals": nodes, "seconds": elapsed, "quarantined": len(set(timed.cordoned) & set(names))}
+        return {
+            "signals": nodes,
+            "seconds": elapsed,
+            "cpu": cpu.spent(),
+            "quarantined": len(set(timed.cordoned) & set(names)),
+        }
 
     return body
 
@@ -239,19 +268,22 @@ def fatal(nodes: int) -> Callable[..., Awaitable[dict[str, Any]]]:
 def mix(nodes: int) -> Callable[..., Awaitable[dict[str, Any]]]:
     """Pod restarts on the first half of the nodes, a fatal XID on each of the other half."""
 
-    async def body(timed: Any, kube: Any, server: Any) -> dict[str, Any]:
+    async def body(timed: Any, kube: Any, server: Any, sim_pid: int) -> dict[str, Any]:
         half = nodes // 2
         soft_nodes = {node_name(i) for i in range(half)}
         pods = await _pods_on(kube, soft_nodes)
         fatal_nodes = [node_name(i) for i in range(half, nodes)]
         alerts = interleave(restart_alerts(pods, tag="m"), fatal_alerts(fatal_nodes, tag="mf"))
+        cpu = Cpu(sim_pid)
         elapsed = await burst(server, alerts)
+        spent = cpu.spent()
         left = await _pods_on(kube, soft_nodes)
         return {
             "signals": len(alerts),
             "restart_signals": len(pods),
             "fatal_signals": len(fatal_nodes),
             "seconds": elapsed,
+            "cpu": spent,
             "restarted": len(pods) - len(left),
             "quarantined": len(set(timed.cordoned) & set(fatal_nodes)),
         }
@@ -295,6 +327,12 @@ def rate(entry: dict[str, Any]) -> float:
     return float(entry["signals"]) / float(entry["seconds"])
 
 
+def cpu_per_signal(entry: dict[str, Any], key: str = "cpu") -> str:
+    """Sickbay's and the API server's CPU milliseconds per signal."""
+    cpu, count = entry[key], entry["signals"]
+    return f"{cpu['sickbay_cpu_s'] * 1000 / count:.1f} + {cpu['api_server_cpu_s'] * 1000 / count:.1f}"
+
+
 def main(argv: Sequence[str] | None = None) -> Table:
     parser = argparse.ArgumentParser(prog="bench_throughput")
     parser.add_argument("--quick", action="store_true", help="a toy size (10 nodes)")
@@ -315,19 +353,30 @@ def main(argv: Sequence[str] | None = None) -> Table:
             f"+{LATENCY_MS:g} ms/request, node_concurrency {CONCURRENCY} ({results['machine']['cpus']} CPUs)"
         )
     )
-    for column in ("signals", "processed in", "signals/s", "effect", "baseline (same run)"):
+    columns = ("signals", "processed in", "signals/s", "CPU ms/signal (Sickbay + API)", "effect", "baseline")
+    for column in columns:
         table.add_column(column, justify="left" if column == "signals" else "right")
     table.add_row(
         f"{r['signals']:,} pod restarts (XID 13)",
         f"{r['seconds']:.2f} s",
         f"{rate(r):.0f}",
+        cpu_per_signal(r),
         f"{r['restarted']:,} restarted",
         f"floor {floor_rate:.0f}/s ({rate(r) / floor_rate:.2f}x); at 0 ms {rate(z):.0f}/s",
+    )
+    table.add_row(
+        f"  floor: {r['floor_requests']:,} requests straight through the client",
+        f"{r['floor_s']:.2f} s",
+        f"{floor_rate:.0f}",
+        cpu_per_signal(r, "floor_cpu"),
+        "",
+        "",
     )
     table.add_row(
         f"{f['signals']:,} fatal alone (XID 79)",
         f"{f['seconds']:.2f} s",
         f"{rate(f):.0f}",
+        cpu_per_signal(f),
         f"{f['quarantined']:,} quarantined",
         "",
     )
@@ -335,6 +384,7 @@ def main(argv: Sequence[str] | None = None) -> Table:
         f"{m['signals']:,} mixed ({m['restart_signals']:,} restarts + {m['fatal_signals']:,} fatal)",
         f"{m['seconds']:.2f} s",
         f"{rate(m):.0f}",
+        cpu_per_signal(m),
         f"{m['restarted']:,} restarted, {m['quarantined']:,} quarantined",
         "",
     )
@@ -342,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> Table:
         f"{z['signals']:,} pod restarts at 0 ms/request",
         f"{z['seconds']:.2f} s",
         f"{rate(z):.0f}",
+        cpu_per_signal(z),
         f"{z['restarted']:,} restarted",
         "Sickbay's own cost",
     )
