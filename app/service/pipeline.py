@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections import OrderedDict, defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +38,7 @@ from app.ingest import payloads, signals
 from app.kube import port
 from app.obs.metrics import Metrics
 from app.service import planning, row_retries
+from app.service.recent_signals import RecentSignals
 from app.store import codec, deadletter
 from app.store.inbox import RECHECK_SOURCE, Inbox, Row, RowState
 from app.store.journal import Journal
@@ -47,24 +48,7 @@ _BATCH = 1000
 # Why a row went to the dead-letter list: the `reason` of the letter and of sickbay_inbox_dead_lettered_total.
 UNPROCESSABLE = "unprocessable"  # it no longer validates: no retry can help
 RETRIES_EXHAUSTED = "retries_exhausted"
-_CONTEXT_PER_GPU = 64  # recent signals kept per GPU; rules look at a handful within minutes
-_CONTEXT_GPUS = 50_000  # GPUs whose recent signals stay in memory; older ones reload from the journal
 _UNKNOWN_XIDS_WARNED = 10_000  # (node, XID) pairs remembered as warned; past it the oldest may warn again
-
-
-class _RecentSignals(OrderedDict[tuple[str, int | None], "deque[Signal]"]):
-    """A bounded LRU of recent signals per (node, GPU)."""
-
-    def __getitem__(self, key: tuple[str, int | None]) -> deque[Signal]:
-        if key not in self:
-            self[key] = deque(maxlen=_CONTEXT_PER_GPU)
-        self.move_to_end(key)
-        return super().__getitem__(key)
-
-    def __setitem__(self, key: tuple[str, int | None], value: deque[Signal]) -> None:
-        super().__setitem__(key, value)
-        if len(self) > _CONTEXT_GPUS:
-            self.popitem(last=False)
 
 
 class StoredRowError(ValueError):
@@ -145,7 +129,7 @@ class Pipeline:
         self._retries = row_retries.RowRetries(timer=timer or (lambda: asyncio.get_running_loop().time()))
         self._dead_letters = dead_letters
         self._slots = asyncio.Semaphore(settings.node_concurrency)
-        self._recent: dict[tuple[str, int | None], deque[Signal]] = _RecentSignals()
+        self._recent = RecentSignals(journal)
         self._unknown_warned: dict[tuple[str | None, int], None] = {}
         self.processed = 0
 
@@ -296,26 +280,6 @@ class Pipeline:
         await self._inbox.mark([row.seq], RowState.FAILED, error=error)
         self._retries.forget(row.seq)
 
-    async def _context(self, signal: Signal) -> list[Signal]:
-        """Recent signals on the same node and GPU: from memory, loaded from the journal once per GPU.
-
-        The journal holds the history across restarts; the in-memory copy saves a query and a JSON
-        decode per row, which is most of the pipeline's cost during an alert storm.
-        """
-        if signal.node is None:
-            return []
-        policy = self._rules.policy.classification
-        window = max(policy.context_window, policy.link_window)
-        key = (signal.node, signal.gpu)
-        recent = self._recent.get(key)
-        if recent is None:
-            loaded = await self._journal.recent_signals(
-                node=signal.node, gpu=signal.gpu, since=signal.starts_at - window
-            )
-            recent = self._recent[key] = deque(loaded[-_CONTEXT_PER_GPU:], maxlen=_CONTEXT_PER_GPU)
-        cutoff = signal.starts_at - window
-        return [s for s in recent if s.starts_at >= cutoff]
-
     async def process(self, row: Row) -> Processed:
         try:
             signal = signal_of(row, keys=self._keys)
@@ -330,7 +294,8 @@ class Pipeline:
             log.debug("re-check of %s on %s: no longer firing", signal.name, signal.node)
             stale = Fault(FaultClass.TRANSIENT, signal, "no longer firing when re-checked", "recheck")
             return Processed(fault=stale, plan=Plan.record_only(stale, self._clock(), stale.reason))
-        context = await self._context(signal)
+        policy = self._rules.policy.classification
+        context = await self._recent.context(signal, window=max(policy.context_window, policy.link_window))
         decided = await planning.plan_signal(
             signal,
             context=context,
@@ -346,6 +311,7 @@ class Pipeline:
             inbox_seq=row.seq, fault=plan.fault, plan=plan, workload=plan.workload
         )
         if fresh:
+            self._recent.remember(signal)
             self._metrics.faults.labels(fault_class=fault.fault_class.value, status=signal.status.value).inc()
             log.log(
                 logging.DEBUG if plan.is_noop else logging.INFO,
