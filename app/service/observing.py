@@ -17,7 +17,7 @@ from datetime import datetime
 from app.config import rules
 from app.decide import gates, groups, situation
 from app.decide.situation import Situation
-from app.domain import Fault, FaultClass, PastFault, PodState
+from app.domain import Fault, FaultClass, NodeState, PastFault, PodState
 from app.kube import errors, port
 from app.store.journal import Journal
 
@@ -31,24 +31,17 @@ async def situation_of(
     if node_name is None:
         return Situation.unknown()
     reads = situation.reads_for(fault, policy=policy, now=now)
-    history: tuple[PastFault, ...] = ()
-    quarantines: tuple[datetime, ...] = ()
-    if journal is not None:
-        if reads.history_since is not None:
-            history = tuple(await journal.history(node=node_name, since=reads.history_since))
-        if reads.quarantines_since is not None:
-            quarantines = tuple(await journal.quarantine_times(node=node_name, since=reads.quarantines_since))
     if kube is None or not reads.cluster:
+        history, quarantines = await _past(node_name, journal=journal, reads=reads)
         return Situation.unknown(history=history)
-    try:
-        # Concurrently: the fault-to-cordon latency is then one round trip for both reads.
-        node, pod_list = await asyncio.gather(kube.get_node(node_name), kube.list_pods(node=node_name))
-        pods = tuple(pod_list)
-    except errors.NotFoundError:
+    # The journal's reads and the cluster's at once: each row of a storm waits for the slower of them,
+    # not for both in turn (one node's rows are taken one after another).
+    (history, quarantines), read = await asyncio.gather(
+        _past(node_name, journal=journal, reads=reads), _cluster(node_name, kube=kube)
+    )
+    if read is None:
         return Situation.unknown(history=history)
-    except errors.KubeError as exc:
-        log.warning("could not read node %s for planning (%s); planning from the fault alone", node_name, exc)
-        return Situation.unknown(history=history)
+    node, pods = read
     group_pods = await _group_pods(pods, kube=kube, policy=policy) if reads.gangs else ()
     return Situation(
         node=node,
@@ -58,6 +51,34 @@ async def situation_of(
         quarantines=quarantines,
         proactive=await _proactive_fleet(kube=kube) if reads.proactive_fleet else None,
     )
+
+
+async def _past(
+    node: str, *, journal: Journal | None, reads: situation.Reads
+) -> tuple[tuple[PastFault, ...], tuple[datetime, ...]]:
+    """The node's faults and quarantines from the journal, as far back as `reads` says (none without it)."""
+    if journal is None:
+        return (), ()
+    history: tuple[PastFault, ...] = ()
+    quarantines: tuple[datetime, ...] = ()
+    if reads.history_since is not None:
+        history = tuple(await journal.history(node=node, since=reads.history_since))
+    if reads.quarantines_since is not None:
+        quarantines = tuple(await journal.quarantine_times(node=node, since=reads.quarantines_since))
+    return history, quarantines
+
+
+async def _cluster(node_name: str, *, kube: port.KubePort) -> tuple[NodeState, tuple[PodState, ...]] | None:
+    """The node and its pods, read together (the fault-to-cordon latency is then one round trip for
+    both); None when the node is gone or could not be read (decide then plans from the fault alone)."""
+    try:
+        node, pod_list = await asyncio.gather(kube.get_node(node_name), kube.list_pods(node=node_name))
+    except errors.NotFoundError:
+        return None
+    except errors.KubeError as exc:
+        log.warning("could not read node %s for planning (%s); planning from the fault alone", node_name, exc)
+        return None
+    return node, tuple(pod_list)
 
 
 async def resolved_situation(fault: Fault, *, journal: Journal | None) -> Situation:
