@@ -99,15 +99,14 @@ class FaultLog(JournalDb):
 
     async def history(self, *, node: str, since: datetime) -> list[PastFault]:
         """Faults journaled on `node` since `since`: escalation and backoff read these."""
-        async with (
-            self._lock,
-            self._db.execute(
+        # One trip to SQLite's thread (execute_fetchall), not three (execute, fetch, close): every row
+        # of a storm reads this, each waiting its turn for the connection.
+        async with self._lock:
+            rows = await self._db.execute_fetchall(
                 "SELECT at, class, gpu, xid, workload, fingerprint, json_extract(signal, '$.name') "
                 "FROM faults WHERE node = ? AND at >= ? AND status = 'firing' ORDER BY at, id",
                 (node, since.isoformat()),
-            ) as cursor,
-        ):
-            rows = await cursor.fetchall()
+            )
         return [
             PastFault(
                 at=datetime.fromisoformat(at),
@@ -162,14 +161,11 @@ class FaultLog(JournalDb):
 
     async def recent_signals(self, *, node: str, gpu: int | None, since: datetime) -> list[Signal]:
         """Signals journaled for this node and GPU since `since`, oldest first: classification context."""
-        async with (
-            self._lock,
-            self._db.execute(
+        async with self._lock:  # one trip to SQLite's thread, as for `history`
+            rows = await self._db.execute_fetchall(
                 "SELECT signal FROM faults WHERE node = ? AND gpu IS ? AND at >= ? ORDER BY at, id",
                 (node, gpu, since.isoformat()),
-            ) as cursor,
-        ):
-            rows = await cursor.fetchall()
+            )
         return [codec.signal_from_dict(json.loads(row[0])) for row in rows]
 
     async def entries(self, *, limit: int = 100, node: str | None = None) -> list[Entry]:

@@ -84,14 +84,11 @@ class OutcomeLog(JournalDb):
 
     async def quarantine_times(self, *, node: str, since: datetime) -> list[datetime]:
         """When `node` was quarantined (applied, not dry-run) since `since`: the weekly attempt cap."""
-        async with (
-            self._lock,
-            self._db.execute(
+        async with self._lock:  # one trip to SQLite's thread: every hardware fault reads this
+            rows = await self._db.execute_fetchall(
                 "SELECT at FROM outcomes WHERE node = ? AND kind = 'quarantine' AND status = 'applied' AND at >= ?",
                 (node, since.isoformat()),
-            ) as cursor,
-        ):
-            rows = await cursor.fetchall()
+            )
         return [datetime.fromisoformat(at) for (at,) in rows]
 
     async def quarantines_since(self, since: datetime, *, limit: int) -> list[tuple[str, datetime]]:
