@@ -12,8 +12,6 @@ import secrets
 from collections.abc import Callable
 from datetime import datetime
 
-from kubernetes.aio import client as k8s
-
 from app.kube import errors
 from app.kube.port import EventSpec
 from app.kube.transport import COMPONENT, Transport
@@ -33,37 +31,43 @@ class EventCalls:
 
     async def create_event(self, event: EventSpec) -> None:
         """A core/v1 Event named `<object>.<random hex>` (see the module docstring for its shape)."""
-        now = self._now().replace(microsecond=0)
+        now = self._now().replace(microsecond=0).isoformat()
         cluster_scoped = event.kind in CLUSTER_SCOPED_KINDS
-        body = k8s.CoreV1Event(
-            metadata=k8s.V1ObjectMeta(
-                name=f"{event.name[:230]}.{secrets.token_hex(8)}", namespace=event.namespace
-            ),
-            involved_object=k8s.V1ObjectReference(
-                api_version=event.api_version,
-                kind=event.kind,
-                name=event.name,
-                namespace=None if cluster_scoped else event.namespace,
-                uid=event.uid or None,
-            ),
-            reason=event.reason,
-            message=event.message,
-            type=event.type,
-            source=k8s.V1EventSource(component=COMPONENT),
-            reporting_component=COMPONENT,
-            reporting_instance=self._instance[:128],
-            first_timestamp=now,
-            last_timestamp=now,
-            count=1,
-        )
+        involved = {
+            "apiVersion": event.api_version,
+            "kind": event.kind,
+            "name": event.name,
+            "namespace": None if cluster_scoped else event.namespace,
+            "uid": event.uid or None,
+        }
+        name = f"{event.name[:230]}.{secrets.token_hex(8)}"
+        # The JSON the generated `CoreV1Event` would serialise to (unset fields left out), written out:
+        # `direct` skips the generated method's per-call validation, and every pod restart sends one.
+        body = {
+            "metadata": {"name": name, "namespace": event.namespace},
+            "involvedObject": {key: value for key, value in involved.items() if value is not None},
+            "reason": event.reason,
+            "message": event.message,
+            "type": event.type,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self._instance[:128],
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
         t = self._transport
         try:
             await t.send(
                 f"CREATE event about {event.kind} {event.name}",
-                lambda: t.core.create_namespaced_event_without_preload_content(
-                    event.namespace, body, field_manager=COMPONENT, _request_timeout=t.timeout
+                lambda: t.direct(
+                    "POST",
+                    "/api/v1/namespaces/{namespace}/events",
+                    path_params={"namespace": event.namespace},
+                    query=(("fieldManager", COMPONENT),),
+                    body=body,
                 ),
             )
         except errors.ConflictError:
             # The name is random, so AlreadyExists can only mean an earlier attempt of ours got through.
-            log.debug("event %s already exists; an earlier attempt created it", body.metadata.name)
+            log.debug("event %s already exists; an earlier attempt created it", name)

@@ -89,12 +89,17 @@ class PodCalls:
     async def delete_pod(self, namespace: str, name: str, *, uid: str | None = None) -> None:
         """Delete a pod; with `uid`, only that incarnation of it (409 ConflictError if the name was reused)."""
         names.check_pod(namespace, name)
-        options = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=uid)) if uid else None
+        # DeleteOptions as JSON (what the generated V1DeleteOptions serialises to), through `direct`: the
+        # generated method validates every argument on each call, and every pod restart is one.
+        options = {"preconditions": {"uid": uid}} if uid else None
         t = self._transport
         await t.send(
             f"DELETE pod {namespace}/{name}",
-            lambda: t.core.delete_namespaced_pod_without_preload_content(
-                name, namespace, body=options, _request_timeout=t.timeout
+            lambda: t.direct(
+                "DELETE",
+                "/api/v1/namespaces/{namespace}/pods/{name}",
+                path_params={"namespace": namespace, "name": name},
+                body=options,
             ),
         )
 
