@@ -89,11 +89,14 @@ async def _world(
     raised: bool = True,
     seed_doc: dict[str, Any] | None = None,
     latency_ms: float = LATENCY_MS,
+    qps: float = 5000,
+    burst: int = 5000,
 ) -> tuple[asyncio.subprocess.Process, Timed, Any, TestServer]:
     """The simulated API server (its own process), a client on it, and Sickbay in process; `pipeline`:
     the pipeline's settings (this benchmark's, for a storm, by default); `raised`: the budgets raised to
     allow every node (else the shipped policy's); `seed_doc`: the cluster (else `nodes` bare GPU nodes);
-    `latency_ms`: added by the API server to every request."""
+    `latency_ms`: added by the API server to every request; `qps`, `burst`: the client's rate limit, by
+    default well above what a storm needs."""
     # The API server runs in its own process, as a real one would: it must not share Sickbay's core.
     seed = tmp / "seed.yaml"
     seed.write_text(yaml.safe_dump(seed_doc if seed_doc is not None else _seed(nodes)))
@@ -115,7 +118,7 @@ async def _world(
     line = await asyncio.wait_for(sim.stdout.readline(), 30)
     assert b"simulated Kubernetes API" in line, line
     kube = await kube_client.connect(
-        kubeconfig=str(kubeconfig), qps=5000, burst=5000, retry=RetryPolicy(attempts=5, base=0.05, timeout=10)
+        kubeconfig=str(kubeconfig), qps=qps, burst=burst, retry=RetryPolicy(attempts=5, base=0.05, timeout=10)
     )
     timed = Timed(kube)
     settings = load_settings(
