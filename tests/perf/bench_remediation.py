@@ -91,12 +91,14 @@ async def _world(
     latency_ms: float = LATENCY_MS,
     qps: float = 5000,
     burst: int = 5000,
+    grace_scale: float = 0.0,
 ) -> tuple[asyncio.subprocess.Process, Timed, Any, TestServer]:
     """The simulated API server (its own process), a client on it, and Sickbay in process; `pipeline`:
     the pipeline's settings (this benchmark's, for a storm, by default); `raised`: the budgets raised to
     allow every node (else the shipped policy's); `seed_doc`: the cluster (else `nodes` bare GPU nodes);
     `latency_ms`: added by the API server to every request; `qps`, `burst`: the client's rate limit, by
-    default well above what a storm needs."""
+    default well above what a storm needs; `grace_scale`: the API server's (a deleted pod's grace period
+    times this before its kubelet stand-in confirms; 0: deleted pods go at once)."""
     # The API server runs in its own process, as a real one would: it must not share Sickbay's core.
     seed = tmp / "seed.yaml"
     seed.write_text(yaml.safe_dump(seed_doc if seed_doc is not None else _seed(nodes)))
@@ -111,6 +113,8 @@ async def _world(
         str(latency_ms),
         "--kubeconfig-out",
         str(kubeconfig),
+        "--grace-scale",
+        str(grace_scale),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
     )

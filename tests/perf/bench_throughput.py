@@ -15,10 +15,16 @@ Each kind runs on a fresh API server and service, timed from the first webhook r
 processed. Baselines in the same run: the same pod restarts at 0 ms per request (Sickbay's own cost),
 and the client-only floor, the requests a restart makes (node read and pod list together, the delete,
 the Event) sent straight through the same client with the pipeline's concurrency (16 nodes at once, one
-node's in order), on other nodes before the burst. Deleted pods go at once (no grace period: the
-simulator's `--grace-scale 0`, as if no kubelet had anything to stop), so a pod deleted once is gone and
-each alert is about a pod of its own. `--profile` writes a cProfile of the service during the pod
-restarts to out/bench/throughput.prof.txt. Written to out/bench/throughput.json.
+node's in order), on other nodes before the burst. A deleted pod goes Terminating as on a real
+cluster: the API server stamps its `deletionTimestamp` for its grace period (the pod's
+terminationGracePeriodSeconds, 30 s by default: https://kubernetes.io/docs/concepts/workloads/pods/
+pod-termination/), and the simulator's kubelet stand-in removes it with a grace-0 delete once that has
+run (`app.sim.kubeapi.registry`, after kube-apiserver's rest.BeforeDelete and podStrategy.
+CheckGracefulDelete), here scaled by `GRACE_SCALE` (30 s become 0.3 s). The restart does not wait for it:
+the DELETE answers at once with the Terminating pod, and the pod's controller replaces it (the simulator
+runs no ReplicaSet controller, so each alert is about a pod of its own). `--profile` writes a cProfile
+of the service during the pod restarts to out/bench/throughput.prof.txt. Written to
+out/bench/throughput.json.
 
     python -m tests.perf throughput [-- --quick | --nodes N | --profile]
 """
@@ -57,6 +63,7 @@ GPUS = 8
 NAMESPACE = "training"
 PER_REQUEST = 100
 CONCURRENCY = 16  # the shipped pipeline.node_concurrency, which this benchmark runs with
+GRACE_SCALE = 0.01
 
 
 def node_name(i: int) -> str:
