@@ -15,7 +15,7 @@ Each kind runs on a fresh API server and service, timed from the first webhook r
 processed. Baselines in the same run: the same pod restarts at 0 ms per request (Sickbay's own cost),
 and the client-only floor, the requests a restart makes (node read and pod list together, the delete,
 the Event) sent straight through the same client with the pipeline's concurrency (16 nodes at once, one
-node's in order), on other nodes before the burst. A deleted pod goes Terminating as on a real
+node's in order), on a cluster of the same size. A deleted pod goes Terminating as on a real
 cluster: the API server stamps its `deletionTimestamp` for its grace period (the pod's
 terminationGracePeriodSeconds, 30 s by default: https://kubernetes.io/docs/concepts/workloads/pods/
 pod-termination/), and the simulator's kubelet stand-in removes it with a grace-0 delete once that has
@@ -222,6 +222,7 @@ async def in_world(
         pipeline={},
         seed_doc=seed_doc(nodes),
         latency_ms=latency_ms,
+        grace_scale=GRACE_SCALE,
         **client,  # type: ignore[arg-type]
     )
     try:
@@ -234,19 +235,10 @@ async def in_world(
         await sim.wait()
 
 
-def restarts(
-    nodes: int, *, with_floor: bool, profile: bool = False
-) -> Callable[..., Awaitable[dict[str, Any]]]:
-    """Pod restarts on nodes 0..nodes-1; with the floor first on the other half of a world twice as big."""
+def restarts(nodes: int, *, profile: bool = False) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """Pod restarts, one per pod on every node."""
 
     async def body(timed: Any, kube: Any, server: Any, sim_pid: int) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        if with_floor:
-            floor_pods = await _pods_on(kube, {node_name(i) for i in range(nodes, 2 * nodes)})
-            cpu = Cpu(sim_pid)
-            result["floor_s"] = await floor(kube, floor_pods)
-            result["floor_cpu"] = cpu.spent()
-            result["floor_requests"] = 4 * len(floor_pods)
         targets = {node_name(i) for i in range(nodes)}
         pods = await _pods_on(kube, targets)
         profiler = cProfile.Profile() if profile else None
@@ -254,13 +246,25 @@ def restarts(
             profiler.enable()
         cpu = Cpu(sim_pid)
         elapsed = await burst(server, restart_alerts(pods, tag="r"))
-        result["cpu"] = cpu.spent()
+        spent = cpu.spent()
         if profiler is not None:
             profiler.disable()
             _write_profile(profiler)
         left = await _pods_on(kube, targets)
-        result.update(signals=len(pods), seconds=elapsed, restarted=len(pods) - len(left))
-        return result
+        return {"signals": len(pods), "seconds": elapsed, "cpu": spent, "restarted": len(pods) - len(left)}
+
+    return body
+
+
+def client_floor(nodes: int) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """The same restarts' requests straight through the client, on a cluster of the same size (the API
+    server's cost of a pod list grows with the pods it holds)."""
+
+    async def body(timed: Any, kube: Any, server: Any, sim_pid: int) -> dict[str, Any]:
+        pods = await _pods_on(kube, {node_name(i) for i in range(nodes)})
+        cpu = Cpu(sim_pid)
+        elapsed = await floor(kube, pods)
+        return {"signals": len(pods), "seconds": elapsed, "cpu": cpu.spent(), "requests": 4 * len(pods)}
 
     return body
 
@@ -329,14 +333,15 @@ async def run(nodes: int, *, profile: bool = False) -> dict[str, Any]:
     shipped = KubeSettings()
     budgeted = max(2, nodes // 5)  # at the shipped client rate limit the restarts take a while
     kinds: list[tuple[str, int, Callable[..., Awaitable[dict[str, Any]]], dict[str, float]]] = [
-        ("restart", 2 * nodes, restarts(nodes, with_floor=True, profile=profile), {}),
+        ("floor", nodes, client_floor(nodes), {}),
+        ("restart", nodes, restarts(nodes, profile=profile), {}),
         ("fatal", nodes, fatal(nodes), {}),
         ("mix", nodes, mix(nodes), {}),
-        ("restart_0ms", nodes, restarts(nodes, with_floor=False), {"latency_ms": 0.0}),
+        ("restart_0ms", nodes, restarts(nodes), {"latency_ms": 0.0}),
         (
             "restart_shipped_qps",
             budgeted,
-            restarts(budgeted, with_floor=False),
+            restarts(budgeted),
             {"qps": shipped.qps, "burst": shipped.burst},
         ),
     ]
@@ -351,9 +356,9 @@ def rate(entry: dict[str, Any]) -> float:
     return float(entry["signals"]) / float(entry["seconds"])
 
 
-def cpu_per_signal(entry: dict[str, Any], key: str = "cpu") -> str:
-    """Sickbay's and the API server's CPU milliseconds per signal."""
-    cpu, count = entry[key], entry["signals"]
+def cpu_per_signal(entry: dict[str, Any]) -> str:
+    """Sickbay's (the floor's: the client's) and the API server's CPU milliseconds per signal."""
+    cpu, count = entry["cpu"], entry["signals"]
     return f"{cpu['sickbay_cpu_s'] * 1000 / count:.1f} + {cpu['api_server_cpu_s'] * 1000 / count:.1f}"
 
 
@@ -371,7 +376,8 @@ def main(argv: Sequence[str] | None = None) -> Table:
     OUT.write_text(json.dumps(results, indent=2) + "\n")
     r, f, m, z = results["restart"], results["fatal"], results["mix"], results["restart_0ms"]
     q, shipped = results["restart_shipped_qps"], results["config"]["shipped_client"]
-    floor_rate = r["signals"] / r["floor_s"]
+    fl = results["floor"]
+    floor_rate = rate(fl)
     table = Table(
         title=(
             f"Pipeline throughput: {nodes} nodes x {GPUS} one-GPU pods a kind, simulated API "
@@ -390,10 +396,10 @@ def main(argv: Sequence[str] | None = None) -> Table:
         f"floor {floor_rate:.0f}/s ({rate(r) / floor_rate:.2f}x); at 0 ms {rate(z):.0f}/s",
     )
     table.add_row(
-        f"  floor: {r['floor_requests']:,} requests straight through the client",
-        f"{r['floor_s']:.2f} s",
+        f"  floor: {fl['requests']:,} requests straight through the client",
+        f"{fl['seconds']:.2f} s",
         f"{floor_rate:.0f}",
-        cpu_per_signal(r, "floor_cpu"),
+        cpu_per_signal(fl),
         "",
         "",
     )
