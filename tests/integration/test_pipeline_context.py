@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from aiohttp import web
@@ -28,7 +28,7 @@ def _ago(minutes: int) -> str:
 @pytest.fixture
 async def client(tmp_path: Path, aiohttp_client: Callable[[web.Application], Any]) -> TestClient[Any, Any]:
     settings = load_settings(auth={"mode": "none"}, inbox={"path": tmp_path / "inbox.db"})
-    return await aiohttp_client(build_app(settings))
+    return cast(TestClient[Any, Any], await aiohttp_client(build_app(settings)))
 
 
 async def _deliver(client: TestClient[Any, Any], *alerts: dict[str, Any]) -> None:

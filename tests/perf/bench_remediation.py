@@ -134,7 +134,7 @@ async def _world(
         log_level="WARNING",
         pipeline={"node_concurrency": 64, "poll_interval_s": 0.05} if pipeline is None else pipeline,
     )
-    server = TestServer(build_app(settings, kube=timed))  # type: ignore[arg-type]
+    server = TestServer(build_app(settings, kube=timed))
     await server.start_server()
     reconciler = server.app[SERVICES].reconciler
     assert reconciler is not None
