@@ -159,6 +159,15 @@ class ClusterView:
                 await self.pod_informer.synced.wait()
         return self.synced
 
+    async def wait_fresh(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` until both informers have listed and opened their watch; whether they
+        did (the first list alone leaves a moment, the watch's opening, in which the view is still stale)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self.node_informer.watching.wait()
+                await self.pod_informer.watching.wait()
+        return self.synced and not self.stale
+
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []
         for task in tasks:
