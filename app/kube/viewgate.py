@@ -82,6 +82,6 @@ class ViewGate:
         left = self._wait_until - self._clock()
         if left > 0 and (not view.synced or view.stale):  # listed, a watch opening: a moment at most
             if not view.synced:
-                log.info("%s waits up to %.0fs for the cluster view's first lists", reader, left)
+                log.info("%s waits up to %.1fs for the cluster view's first lists", reader, left)
             await view.wait_fresh(left)
         return self.fresh(reader)
