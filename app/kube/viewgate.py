@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 
 # controller-runtime's default CacheSyncTimeout (pkg/config/controller.go: "Defaults to 2 minutes").
 DEFAULT_SYNC_WAIT_S = 120.0
-NOT_SYNCED = "not-synced"  # its first lists (and watches) had not come
-STALE = "stale"  # listed once, but a watch is down and being retried
+NOT_SYNCED = "not-synced"  # its first lists and watches had not come
+STALE = "stale"  # it had listed and watched, but a watch is down and being retried
 
 Fallback = Callable[[str, str], None]
 
@@ -68,11 +68,11 @@ class ViewGate:
                 self._listing.discard(reader)
                 log.info("%s reads the cluster view again", reader)
             return view
-        reason = STALE if view.synced else NOT_SYNCED
+        reason = STALE if view.opened else NOT_SYNCED
         self._fallback(reader, reason)
         if reader not in self._listing:
             self._listing.add(reader)
-            what = "a watch is down" if reason == STALE else "its first lists have not come"
+            what = "a watch is down" if reason == STALE else "its first lists and watches have not come"
             log.warning("%s lists from the API server: the cluster view cannot answer (%s)", reader, what)
         return None
 

@@ -128,6 +128,11 @@ class ClusterView:
         return self.node_informer.synced.is_set() and self.pod_informer.synced.is_set()
 
     @property
+    def opened(self) -> bool:
+        """Both informers have listed and opened a watch once: a stale view from now on is an outage."""
+        return self.node_informer.opened and self.pod_informer.opened
+
+    @property
     def stale(self) -> bool:
         """Either informer may be missing changes (its watch is down, or it has not listed yet)."""
         return self.node_informer.stale or self.pod_informer.stale

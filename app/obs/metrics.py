@@ -246,8 +246,8 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
         watch_view_fallbacks=Counter(
             "sickbay_watch_view_fallbacks",
             "Reads that listed from the API server because the cluster view could not answer, by reader "
-            "(reconcile, audit, reads, planning) and reason (not-synced: its first lists had not come within "
-            "kube.view_sync_wait_s; stale: a watch is down)",
+            "(reconcile, audit, reads, planning) and reason (not-synced: its first lists and watches had not "
+            "come, within kube.view_sync_wait_s for reconcile and audit; stale: a watch is down)",
             ["reader", "reason"],
             registry=registry,
         ),

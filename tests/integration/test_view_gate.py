@@ -29,13 +29,19 @@ PODS_UNLISTABLE = FaultConfig(
 )
 
 
+# Every watch answers 500: the view lists, but never opens a watch.
+UNWATCHABLE = FaultConfig(error_rate=1.0, kinds=("500",), verbs=frozenset({"watch"}))
+
+
 @contextlib.asynccontextmanager
-async def unsynced(tmp: Path) -> AsyncIterator[tuple[KubeApiServer, views.ClusterView]]:
-    """A started view whose first list of pods fails until the test clears the faults."""
+async def unsynced(
+    tmp: Path, faults: FaultConfig = PODS_UNLISTABLE
+) -> AsyncIterator[tuple[KubeApiServer, views.ClusterView]]:
+    """A started view whose first list of pods (or its watches) fails until the test clears the faults."""
     async with KubeApiServer() as api:
         api.registry.load(NODES, node("gpu-a"))
         api.registry.load(PODS, pod("train-0", "gpu-a"))
-        api.configure_faults(PODS_UNLISTABLE)
+        api.configure_faults(faults)
         kube = await kube_client.connect(
             kubeconfig=str(api.write_kubeconfig(tmp / "kubeconfig")),
             retry=RetryPolicy(attempts=2, base=0.01, cap=0.05, timeout=5),
@@ -100,7 +106,23 @@ async def test_a_view_that_does_not_list_in_time_falls_back_loudly_and_no_one_wa
         ]
         assert len(warnings) == 2, f"one warning per reader, not per read: {warnings}"
         assert "reconcile lists from the API server" in warnings[0]
-        assert "first lists have not come" in warnings[0]
+        assert "first lists and watches have not come" in warnings[0]
+
+
+async def test_a_view_listed_but_not_yet_watching_is_waited_for_as_not_synced(tmp_path: Path) -> None:
+    async with unsynced(tmp_path, UNWATCHABLE) as (api, view):
+        fallbacks = Fallbacks()
+        gate = ViewGate(view, sync_wait_s=30, fallback=fallbacks)
+        await eventually(lambda: view.synced)
+        reading = asyncio.create_task(gate.synced("audit"))
+        await asyncio.sleep(0.3)
+        assert not reading.done(), "listed is not enough: it waits for the watches too"
+        assert gate.fresh("reads") is None
+        assert fallbacks == [("reads", NOT_SYNCED)], "never watched yet: not an outage"
+
+        api.configure_faults(None)
+        assert await asyncio.wait_for(reading, 5) is view
+        assert fallbacks == [("reads", NOT_SYNCED)]
 
 
 async def test_a_stale_view_is_not_read_until_its_watch_is_back(
