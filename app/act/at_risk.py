@@ -5,6 +5,11 @@ may carry is `decide.proactive.taint_step`'s answer, and what removing it writes
 reads, locks and writes. The step to `act` holds `GateKeeper.proactive_lock` from its fresh node list
 through its write, so the budget measured on that list and the write are one decision and two nodes never
 both take the last slot.
+
+That list is the API server's, never the cluster view's: the budget must count the at-risk taint this
+writer set a moment ago on another node, which the view only shows once that write's watch event has
+arrived, so two nodes read from the view could both take the last slot. It is one list per node going to
+`act`, not a periodic read; the other reads here are the one node, re-read before its guarded write.
 """
 
 from __future__ import annotations

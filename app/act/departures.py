@@ -6,6 +6,13 @@ the kubelet's final delete removes it. So the drain polls the node's pods (one L
 number of pods) until each one it moved is gone: absent, or its name taken by a pod with another UID (a
 StatefulSet's replacement is not the pod that was evicted). Each pod is waited for until its own
 `wait_until`, on the event loop's clock; one still there then is reported, never assumed gone.
+
+The polls read the API server, never the cluster view: this is the check that the node is empty before it
+is handed to a reboot or a replacement, and a cache that lags by one event (or whose watch is down) would
+say a pod is gone while kube-apiserver still holds it Terminating for its grace period ("Termination of
+Pods", https://kubernetes.io/docs/concepts/workloads/pods/pod-termination/: only once the grace period has
+expired is the Pod deleted from the API server). Its cost is one LIST on a field selector per poll of a
+node being drained, not a fleet-wide read.
 """
 
 from __future__ import annotations

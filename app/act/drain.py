@@ -135,7 +135,11 @@ class Drainer:
 
     async def _targets(self, node: str, pods: list[PodRef] | None) -> tuple[list[PodState], list[PodRef]]:
         """The pods to move, as found on the node now (their UIDs pin each eviction to that incarnation),
-        and the listed pods that are not on it (gone, or never there: never evicted from elsewhere)."""
+        and the listed pods that are not on it (gone, or never there: never evicted from elsewhere).
+
+        Listed from the API server, never from the cluster view: a drain empties the node before it is
+        rebooted or replaced, so it must see every pod bound to it now (one bound an event ago included),
+        and it is one LIST on a field selector (`spec.nodeName`) per drain, not a periodic or fleet-wide read."""
         found = await self._kube.list_pods(node=node)
         if pods is None:
             return [p for p in found if evictions.drainable(p, self._policy)], []

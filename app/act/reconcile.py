@@ -41,11 +41,12 @@ from app.domain import (
     freeze_mapping,
 )
 from app.kube import errors, port
-from app.kube.views import ClusterView
+from app.kube.viewgate import ViewGate
 from app.obs.metrics import Metrics
 from app.store.journal import Journal
 
 log = logging.getLogger("app.act")
+_READER = "reconcile"  # in the view's fallback metric
 
 
 class Reconciler:
@@ -66,11 +67,13 @@ class Reconciler:
         dry_run: bool,
         verifier: Verifier | None = None,
         requeuer: Requeuer | None = None,
-        view: ClusterView | None = None,
+        view: ViewGate | None = None,
     ) -> None:
         self._kube = kube
-        # Nodes and GPU pods kept by watches (`kube.watch`): read while fresh, instead of a list a round.
+        # Nodes and GPU pods kept by watches (`kube.watch`): read while fresh, instead of a list a round;
+        # a round at start-up waits for the view's first lists (`ViewGate.synced`) rather than list too.
         self._view = view
+        self.rounds = 0  # rounds completed (whoever waits for one: tests, the watch benchmark)
         self._requeuer = requeuer
         self._nodes = nodes
         self._handoff = handoff
@@ -90,6 +93,12 @@ class Reconciler:
         self._dry_marks = DryMarks()
 
     async def run_once(self) -> None:
+        try:
+            await self._round()
+        finally:
+            self.rounds += 1
+
+    async def _round(self) -> None:
         await self._restarter.run_due()  # journal and pods only: due whatever the node list says
         if self._requeuer is not None:
             await self._requeuer.resume()  # Workloads a requeue left deactivated, a previous leader's too
@@ -115,14 +124,10 @@ class Reconciler:
         for state, count in counts.items():
             self._metrics.nodes_by_state.labels(state=state).set(count)
 
-    def _fresh_view(self) -> ClusterView | None:
-        """The view when it can stand in for a list: listed, and its watches up. A stale view (a watch
-        down, retried with backoff) is not read: the round lists, as it did before there was a view."""
-        view = self._view
-        return view if view is not None and view.synced and not view.stale else None
-
     async def _all_nodes(self) -> list[NodeState]:
-        view = self._fresh_view()
+        """Every node: from the view when it can stand in for a list (listed, its watches up; at start-up
+        after waiting for that), else listed, as before there was a view (the gate counts and logs it)."""
+        view = await self._view.synced(_READER) if self._view is not None else None
         return view.nodes() if view is not None else await self._kube.list_nodes()
 
     async def _owned(self, node: NodeState) -> None:
@@ -174,9 +179,12 @@ class Reconciler:
         now: datetime,
         remediation: RemediationParams | None,
     ) -> None:
-        view = self._fresh_view()
-        if view is not None and self._policy.drain.gpu_pods_only:
-            pods = view.gpu_pods_on(node.name)  # only GPU pods are drainable, and the view has them all
+        # Only GPU pods are drainable under `gpu_pods_only`, and the view has them all. This only decides
+        # whether to drain again: the drain itself lists the node's pods from the API server.
+        gpu_only = self._policy.drain.gpu_pods_only
+        view = self._view.fresh(_READER) if self._view is not None and gpu_only else None
+        if view is not None:
+            pods = view.gpu_pods_on(node.name)
         else:
             pods = await self._kube.list_pods(node=node.name)
         decision = reconciling.drain_again(node, pods=pods, policy=self._policy.drain, now=now)

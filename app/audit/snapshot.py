@@ -1,5 +1,6 @@
-"""The audit's reads: the cluster through the kube port's `AuditPort` (three lists), and, when given,
-which dcgm-exporter series Prometheus holds. Also which counters the rule bundle and the model need.
+"""The audit's reads: the cluster through the kube port's `AuditPort` (three lists, or two and the cluster
+view's nodes), and, when given, which dcgm-exporter series Prometheus holds. Also which counters the rule
+bundle and the model need.
 """
 
 from __future__ import annotations
@@ -14,16 +15,27 @@ import aiohttp
 
 from app import dcgm_fields
 from app.audit.checks import Snapshot
+from app.domain import NodeState
 from app.kube.port import AuditPort
+from app.kube.viewgate import ViewGate
 from app.predict.features.fields import SOURCE_METRICS
 
 RULES = Path(__file__).resolve().parents[2] / "rules" / "prometheus"
 _FIELD = re.compile(r"\bDCGM_FI_[A-Z0-9_]+\b")
 
 
-async def read_cluster(port: AuditPort, *, now: datetime) -> Snapshot:
-    nodes, pods, jobs = await asyncio.gather(port.list_nodes(), port.list_pods(facts=True), port.list_jobs())
-    return Snapshot(now=now, nodes=tuple(nodes), pods=tuple(pods), jobs=tuple(jobs))
+async def read_cluster(port: AuditPort, *, now: datetime, view: ViewGate | None = None) -> Snapshot:
+    """Every node, pod and Job. With the service's cluster view (`view`), the nodes come from it while it
+    is fresh (the scheduled audit is periodic and fleet-wide: at start-up it waits for the view's first
+    lists, as reconciliation does); the pods are always listed, since the audit needs every pod (the view
+    keeps only GPU pods) with its facts (priority, tolerations, images), which the view does not keep."""
+
+    async def nodes() -> list[NodeState]:
+        fresh = await view.synced("audit") if view is not None else None
+        return fresh.nodes() if fresh is not None else await port.list_nodes()
+
+    listed, pods, jobs = await asyncio.gather(nodes(), port.list_pods(facts=True), port.list_jobs())
+    return Snapshot(now=now, nodes=tuple(listed), pods=tuple(pods), jobs=tuple(jobs))
 
 
 def needed_fields(rules_dir: Path = RULES) -> dict[str, tuple[str, ...]]:

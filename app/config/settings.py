@@ -187,6 +187,10 @@ class KubeSettings(BaseModel):
     # Reconciliation and the status page read nodes and GPU pods from a view kept by watches (list once,
     # then O(changes)) instead of listing every round; off, they list as before.
     watch: bool = True
+    # How long reconciliation and the audit wait at start-up for the view's first lists before listing
+    # themselves (client-go's WaitForCacheSync; controller-runtime's CacheSyncTimeout is 2 minutes). 0:
+    # never wait (the first round then lists the fleet while the view lists it too).
+    view_sync_wait_s: float = Field(default=120.0, ge=0)
 
 
 class LeaderSettings(BaseModel):

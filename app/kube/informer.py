@@ -81,6 +81,8 @@ class Informer:
         self.resource_version = ""
         self.synced = asyncio.Event()  # set after the first list; stays set through later outages
         self.stale = True  # the cache may miss changes: not yet listed, or the watch is down
+        self.watching = asyncio.Event()  # set while not stale: listed, and a watch is open
+        self.opened = False  # a watch has been open once: staleness from now on is an outage
         self.relists = 0
         self._hooks = hooks
         self._backoff = backoff
@@ -182,4 +184,9 @@ class Informer:
     def _mark_stale(self, stale: bool) -> None:
         if stale != self.stale:
             self.stale = stale
+            if stale:
+                self.watching.clear()
+            else:
+                self.watching.set()
+                self.opened = True
             self._hooks.stale(self.resource, stale)

@@ -128,6 +128,11 @@ class ClusterView:
         return self.node_informer.synced.is_set() and self.pod_informer.synced.is_set()
 
     @property
+    def opened(self) -> bool:
+        """Both informers have listed and opened a watch once: a stale view from now on is an outage."""
+        return self.node_informer.opened and self.pod_informer.opened
+
+    @property
     def stale(self) -> bool:
         """Either informer may be missing changes (its watch is down, or it has not listed yet)."""
         return self.node_informer.stale or self.pod_informer.stale
@@ -158,6 +163,15 @@ class ClusterView:
                 await self.node_informer.synced.wait()
                 await self.pod_informer.synced.wait()
         return self.synced
+
+    async def wait_fresh(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` until both informers have listed and opened their watch; whether they
+        did (the first list alone leaves a moment, the watch's opening, in which the view is still stale)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self.node_informer.watching.wait()
+                await self.pod_informer.watching.wait()
+        return self.synced and not self.stale
 
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []

@@ -48,6 +48,7 @@ class Metrics:
     watch_view_events: Counter
     watch_view_relists: Counter
     watch_view_stale: Gauge
+    watch_view_fallbacks: Counter
     retention_pruned: Counter
     db_size: Gauge
 
@@ -240,6 +241,14 @@ def create_metrics(registry: CollectorRegistry | None = None) -> Metrics:
             "1 while the cluster view of a resource may miss changes (not listed yet, or its watch is down and "
             "retried); reconciliation and the status page then list instead",
             ["resource"],
+            registry=registry,
+        ),
+        watch_view_fallbacks=Counter(
+            "sickbay_watch_view_fallbacks",
+            "Reads that listed from the API server because the cluster view could not answer, by reader "
+            "(reconcile, audit, reads, planning) and reason (not-synced: its first lists and watches had not "
+            "come, within kube.view_sync_wait_s for reconcile and audit; stale: a watch is down)",
+            ["reader", "reason"],
             registry=registry,
         ),
         retention_pruned=Counter(

@@ -1,8 +1,8 @@
 """The audit of GPU-node hygiene on the one scheduler: every `audit_interval_s`, read the cluster, check it
 (`app.audit.checks`), keep the last result for the status page and publish counts per kind as metrics.
 
-Read-only: it lists nodes, pods and Jobs and writes nothing, so it runs on every replica, leader or not.
-The page serves the last result; it never runs an audit on a request.
+Read-only: it lists nodes (or reads them from the cluster view), pods and Jobs and writes nothing, so it
+runs on every replica, leader or not. The page serves the last result; it never runs an audit on a request.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from app.audit import checks, report
 from app.audit.snapshot import read_cluster
 from app.kube.errors import KubeError
 from app.kube.port import AuditPort
+from app.kube.viewgate import ViewGate
 from app.obs.metrics import Metrics
 from app.service import schedule
 
@@ -37,8 +38,10 @@ class Audits:
         metrics: Metrics,
         clock: Callable[[], datetime],
         config: checks.AuditConfig = checks.AuditConfig(),  # noqa: B008 - frozen, so one shared default is safe
+        view: ViewGate | None = None,
     ) -> None:
         self._port = port
+        self._view = view  # the cluster view: its nodes while fresh, instead of a list each run
         self._metrics = metrics
         self._clock = clock
         self._config = config
@@ -51,7 +54,7 @@ class Audits:
     async def run_once(self) -> AuditRun | None:
         now = self._clock()
         try:
-            snapshot = await read_cluster(self._port, now=now)
+            snapshot = await read_cluster(self._port, now=now, view=self._view)
         except KubeError as exc:
             log.warning("audit: cannot read the cluster: %s", exc)
             return None  # the page keeps the last result, with its time

@@ -6,6 +6,12 @@ reads what it says.
 
 A read that fails degrades the situation (decide then plans from the fault alone, and `act` re-reads
 the node before any write), it never drops the signal.
+
+The node and its pods are read from the API server, never from the cluster view: they are read once per
+fault, concurrently (one round trip), the plan needs every pod on the node (the view keeps only GPU pods)
+and the state as it is now, not as of the last watch event. The proactive budget's fleet, a list of every
+node per risk change, is read from the view while it is fresh: it only lets the plan say whether the node
+will be held at warn, and `act` measures the budget again on a fresh list under its lock.
 """
 
 from __future__ import annotations
@@ -19,13 +25,20 @@ from app.decide import gates, groups, situation
 from app.decide.situation import Situation
 from app.domain import Fault, FaultClass, NodeState, PastFault, PodState
 from app.kube import errors, port
+from app.kube.viewgate import ViewGate
 from app.store.journal import Journal
 
 log = logging.getLogger(__name__)
 
 
 async def situation_of(
-    fault: Fault, *, kube: port.KubePort | None, journal: Journal | None, policy: rules.Policy, now: datetime
+    fault: Fault,
+    *,
+    kube: port.KubePort | None,
+    journal: Journal | None,
+    policy: rules.Policy,
+    now: datetime,
+    view: ViewGate | None = None,
 ) -> Situation:
     node_name = fault.node
     if node_name is None:
@@ -49,7 +62,7 @@ async def situation_of(
         group_pods=group_pods,
         history=history,
         quarantines=quarantines,
-        proactive=await _proactive_fleet(kube=kube) if reads.proactive_fleet else None,
+        proactive=await _proactive_fleet(kube=kube, view=view) if reads.proactive_fleet else None,
     )
 
 
@@ -90,12 +103,16 @@ async def resolved_situation(fault: Fault, *, journal: Journal | None) -> Situat
     return Situation(node=None, soft_firing=firing)
 
 
-async def _proactive_fleet(*, kube: port.KubePort) -> gates.ProactiveFleet | None:
+async def _proactive_fleet(*, kube: port.KubePort, view: ViewGate | None) -> gates.ProactiveFleet | None:
     """The GPU fleet for an at-risk fault's budget; None (act re-checks the budget) if it cannot be read.
 
-    A full node list per risk *change* is cheap next to scoring, and `act` lists again under a lock
-    anyway, so this read only lets the plan (and `explain`) say whether the node will be held at warn.
+    `act` lists again under a lock anyway, so this read only lets the plan (and `explain`) say whether the
+    node will be held at warn: the view serves it while fresh (no waiting: a signal is not held up for
+    it), a node list otherwise.
     """
+    fresh = view.fresh("planning") if view is not None else None
+    if fresh is not None:
+        return gates.ProactiveFleet.of(fresh.nodes())
     try:
         return gates.ProactiveFleet.of(await kube.list_nodes())
     except errors.KubeError as exc:

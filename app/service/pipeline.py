@@ -36,6 +36,7 @@ from app.config.settings import PipelineSettings
 from app.domain import Fault, FaultClass, Lane, Outcome, Plan, Signal, SignalSource
 from app.ingest import payloads, signals
 from app.kube import port
+from app.kube.viewgate import ViewGate
 from app.obs.metrics import Metrics
 from app.service import planning, row_retries
 from app.service.recent_signals import RecentSignals
@@ -111,6 +112,7 @@ class Pipeline:
         dead_letters: deadletter.DeadLetters | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         timer: Callable[[], float] | None = None,
+        view: ViewGate | None = None,
     ) -> None:
         """`dead_letters`: where rows given up on go (without one they are only marked failed). `timer`:
         monotonic seconds for retry waits, the event loop's clock unless a test passes its own."""
@@ -118,6 +120,7 @@ class Pipeline:
         # The proactive ladder's standing per model version; without one (a bare pipeline) it acts.
         self._shadow = shadow
         self._kube = kube
+        self._view = view  # the cluster view, for the proactive budget's fleet while it is fresh
         self._executor = executor
         self._inbox = inbox
         self._journal = journal
@@ -304,6 +307,7 @@ class Pipeline:
             kube=self._kube,
             journal=self._journal,
             shadow=self._shadow,
+            view=self._view,
         )
         fault, plan, situation = decided.fault, decided.plan, decided.situation
         # The plan's fault: after an escalation it carries the class and reason that were acted on.

@@ -16,6 +16,7 @@ from app.decide import plans
 from app.decide.situation import Situation
 from app.domain import Fault, FaultClass, Plan, Signal
 from app.kube import port
+from app.kube.viewgate import ViewGate
 from app.service import observing
 from app.store.journal import Journal
 
@@ -43,12 +44,16 @@ async def plan_signal(
     kube: port.KubePort | None,
     journal: Journal | None,
     shadow: ShadowNotes | None = None,
+    view: ViewGate | None = None,
 ) -> Decided:
-    """Classify `signal` among `context`, observe what its plan depends on, and plan it at `now`."""
+    """Classify `signal` among `context`, observe what its plan depends on, and plan it at `now`
+    (`view`: the cluster view, read instead of a node list where it can answer)."""
     fault = classifier.classify(signal, rules=rules, context=context)
     policy = rules.policy
     if signal.firing and fault.fault_class not in NO_CLUSTER_NEEDED:
-        situation = await observing.situation_of(fault, kube=kube, journal=journal, policy=policy, now=now)
+        situation = await observing.situation_of(
+            fault, kube=kube, journal=journal, policy=policy, now=now, view=view
+        )
     elif not signal.firing:
         situation = await observing.resolved_situation(fault, journal=journal)
     else:

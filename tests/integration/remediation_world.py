@@ -181,6 +181,7 @@ async def open_world(
     identity: str = "sickbay-test-0",
     clock: Clock | None = None,
     watch: bool = False,
+    kube_settings: dict[str, Any] | None = None,
 ) -> AsyncIterator[World]:
     """Sickbay against a simulated cluster whose deleted pods stay Terminating for their grace period
     times `grace_scale` (the default turns 30 s into 0.3 s), as behind a kubelet.
@@ -194,7 +195,7 @@ async def open_world(
 
     `watch` hands the service the client itself rather than the `Spy` around it, so it starts its cluster
     view (`kube.watch`, on the real client only) and reconciles and renders from it; `spy` then records
-    nothing."""
+    nothing. `kube_settings` overrides settings of the `kube` section (`view_sync_wait_s`, say)."""
     async with contextlib.AsyncExitStack() as stack:
         sim = cluster or await stack.enter_async_context(KubeApiServer(seed=seed, grace_scale=grace_scale))
         kubeconfig = sim.write_kubeconfig(tmp / "kubeconfig")
@@ -217,6 +218,7 @@ async def open_world(
             **({"policy_file": policy} if policy else {}),
             **({"pipeline": pipeline} if pipeline else {}),
             **({"prediction": prediction} if prediction else {}),
+            **({"kube": kube_settings} if kube_settings else {}),
         )
         app = build_app(settings, kube=kube if watch else spy, clock=clock)  # type: ignore[arg-type]
         client = TestClient(TestServer(app))

@@ -9,14 +9,19 @@ node and its GPU pods (`drain_again`) and waits: no drain starts, and nothing el
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from app.act.reconcile import Reconciler
 from app.domain import RemediationState
-from tests.integration.remediation_world import World, eventually, open_world
+from app.sim.kubeapi import FaultConfig, KubeApiServer
+from tests.integration.remediation_world import GRACE_SCALE, SEED, World, eventually, open_world
 
 pytestmark = pytest.mark.slow
 
@@ -97,3 +102,59 @@ async def test_without_the_view_the_same_steps_list(tmp_path: Path) -> None:
         assert listed.get("nodes", 0) >= 2, f"the round and the page each list nodes: {listed}"
         assert listed.get("pods", 0) >= 1, f"drain_again lists the node's pods: {listed}"
         assert NODE in html
+
+
+# Every list of pods answers 500 (the client's retries included): the view cannot make its first list.
+PODS_UNLISTABLE = FaultConfig(
+    error_rate=1.0, kinds=("500",), verbs=frozenset({"list"}), resources=frozenset({"pods"})
+)
+
+
+def _lists(world: World) -> dict[str, int]:
+    return dict(world.sim.counters()["requests"].get("list", {}))
+
+
+async def test_the_first_round_waits_for_the_view_instead_of_listing_the_fleet_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="app.kube.viewgate")
+    async with KubeApiServer(seed=SEED, grace_scale=GRACE_SCALE) as sim:
+        sim.configure_faults(PODS_UNLISTABLE)  # before the service starts: its view cannot list pods
+        async with open_world(tmp_path, cluster=sim, watch=True) as world:
+            reconciler, view = world.services.reconciler, world.services.view
+            assert reconciler is not None
+            assert view is not None
+            await asyncio.sleep(0.5)
+            assert reconciler.rounds == 0, "the leader's first round waits for the view"
+            assert any(r.getMessage().startswith("reconcile waits up to") for r in caplog.records)
+            assert _lists(world).get("nodes") == 1, "the view listed the nodes; the round did not"
+
+            sim.configure_faults(None)
+            await eventually(_rounds(reconciler), what="the first round, from the view")
+
+            assert _lists(world).get("nodes") == 1, f"the fleet was listed once: {_lists(world)}"
+            metrics = await (await world.client.get("/metrics")).text()
+            assert 'sickbay_watch_view_fallbacks_total{reader="reconcile"' not in metrics
+
+
+async def test_a_view_that_does_not_list_in_time_leaves_the_round_to_list(tmp_path: Path) -> None:
+    async with KubeApiServer(seed=SEED, grace_scale=GRACE_SCALE) as sim:
+        sim.configure_faults(PODS_UNLISTABLE)
+        wait = {"view_sync_wait_s": 0.5}
+        async with open_world(tmp_path, cluster=sim, watch=True, kube_settings=wait) as world:
+            reconciler = world.services.reconciler
+            assert reconciler is not None
+            await eventually(_rounds(reconciler), what="the first round, after the wait")
+
+            assert _lists(world).get("nodes") == 2, (
+                "the round listed the nodes itself, once the wait was over"
+            )
+            metrics = await (await world.client.get("/metrics")).text()
+            assert 'sickbay_watch_view_fallbacks_total{reader="reconcile",reason="not-synced"} 1.0' in metrics
+
+
+def _rounds(reconciler: Reconciler) -> Callable[[], Awaitable[bool]]:
+    async def done() -> bool:
+        return reconciler.rounds >= 1
+
+    return done

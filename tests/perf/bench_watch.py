@@ -8,7 +8,11 @@ would also wait for it once its burst is spent), and one round runs before the m
 has rows. Each cycle first changes 10 nodes and 10 pods (the churn a view must follow), then runs one
 reconcile round and renders `GET /` once (read cache off). Measured with `kube.watch` on (the view) and
 off (lists, the baseline), in the same run: wall time, API requests and response bytes per cycle, and the
-view's start-up (time to its first lists, requests, bytes, resident memory it added).
+view's start-up: from the service's start to the view's first lists and watches and the leader's first
+reconcile round both done (requests, node and pod lists, bytes, resident memory added and its peak). The
+start-up is measured twice, the rounds waiting for the view's first lists (`kube.view_sync_wait_s`, the
+default) and not waiting (0: the first round lists the fleet while the view lists it too, as before the
+wait), one service after the other on the same simulated server.
 
 Server and service share one process and one event loop, so a list's wall time includes the simulator
 serialising it, as a busy kube-apiserver's would add to a real one.
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import tempfile
@@ -56,6 +61,25 @@ IDENTITY = "sickbay-bench-0"
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _reset_peak_rss() -> bool:
+    """Reset the process's peak RSS to its current RSS (proc(5), /proc/pid/clear_refs: writing 5 resets
+    VmHWM, since Linux 4.0); whether it could."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def _peak_rss_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def _node(i: int, now: str) -> dict[str, Any]:
@@ -163,7 +187,9 @@ class Service:
 
 
 @contextlib.asynccontextmanager
-async def service(api: KubeApiServer, tmp: Path, *, watch: bool) -> AsyncIterator[Service]:
+async def service(
+    api: KubeApiServer, tmp: Path, *, watch: bool, sync_wait_s: float | None = None
+) -> AsyncIterator[Service]:
     # The client-side token bucket out of the way (as in the integration tests): it would add the same
     # pacing to a list path's requests on any server, once its burst is spent.
     kube = await kube_client.connect(
@@ -176,7 +202,7 @@ async def service(api: KubeApiServer, tmp: Path, *, watch: bool) -> AsyncIterato
         pod_namespace="default",
         reconcile_interval_s=3600,
         reads={"cache_ttl_s": 0},
-        kube={"watch": watch},
+        kube={"watch": watch} | ({} if sync_wait_s is None else {"view_sync_wait_s": sync_wait_s}),
     )
     client = TestClient(TestServer(build_app(settings, kube=kube)))
     await client.start_server()
@@ -201,23 +227,53 @@ async def _caught_up(view: Any, last_node: int, last_pod: int) -> None:
         await asyncio.sleep(0.001)
 
 
-async def measure_mode(api: KubeApiServer, tmp: Path, *, watch: bool, cycles: int) -> dict[str, Any]:
+def _node_pod_lists(counters: dict[str, Any]) -> int:
+    return sum(counters["requests"].get("list", {}).get(r, 0) for r in ("nodes", "pods"))
+
+
+async def _started(svc: Service, *, watch: bool) -> None:
+    """Until the view (if any) has listed and opened its watches and the leader's first round is done."""
+    view = svc.services.view
+    if watch:
+        assert view is not None, "kube.watch on, with the real client"
+        assert await view.wait_fresh(600), "the view's first lists and watches"
+    while svc.services.reconciler.rounds < 1:
+        await asyncio.sleep(0.005)
+
+
+async def measure_mode(
+    api: KubeApiServer,
+    tmp: Path,
+    *,
+    watch: bool,
+    cycles: int,
+    sync_wait_s: float | None = None,
+) -> dict[str, Any]:
+    """One service start and `cycles` measured cycles (none: the start-up alone)."""
+    gc.collect()
     api.reset_counters()
-    rss_before, started = _rss_bytes(), time.perf_counter()
-    async with service(api, tmp, watch=watch) as svc:
+    peak_known = _reset_peak_rss()
+    rss_before, started, cpu_started = _rss_bytes(), time.perf_counter(), time.process_time()
+    async with service(api, tmp, watch=watch, sync_wait_s=sync_wait_s) as svc:
         result: dict[str, Any] = {"mode": "watch" if watch else "lists"}
         view = svc.services.view
-        if watch:
-            assert view is not None, "kube.watch on, with the real client"
-            assert await view.wait_synced(600), "the view's first lists"
-            requests, sent = _sent(api.counters())
-            result["startup"] = {
-                "s": time.perf_counter() - started,
-                "requests": requests,
-                "bytes": sent,
-                "rss_added_bytes": _rss_bytes() - rss_before,
-            }
-        # One round not measured: the leader's first, and whatever the service does as it starts.
+        await _started(svc, watch=watch)
+        counters = api.counters()
+        requests, sent = _sent(counters)
+        result["startup"] = {
+            "s": time.perf_counter() - started,
+            # The process's CPU (service and simulator both): wall time on a shared machine waits for cores.
+            "cpu_s": time.process_time() - cpu_started,
+            "requests": requests,
+            "node_pod_lists": _node_pod_lists(counters),
+            "bytes": sent,
+            "rss_added_bytes": _rss_bytes() - rss_before,
+            "peak_rss_added_bytes": _peak_rss_bytes() - rss_before if peak_known else None,
+            "sync_wait_s": svc.services.settings.kube.view_sync_wait_s,
+        }
+        if not cycles:
+            return result
+        # One round not measured after the leader's first, so the measured ones start from a settled service.
         await svc.services.reconciler.run_once()
         await asyncio.sleep(0.5)
         reconcile_s, page_s, requests_per, bytes_per, lists_per = [], [], [], [], []
@@ -240,7 +296,7 @@ async def measure_mode(api: KubeApiServer, tmp: Path, *, watch: bool, cycles: in
             page_s.append(t2 - t1)
             requests_per.append(requests)
             bytes_per.append(sent)
-            lists_per.append(sum(counters["requests"].get("list", {}).get(r, 0) for r in ("nodes", "pods")))
+            lists_per.append(_node_pod_lists(counters))
         result |= {
             "reconcile_ms": 1000 * sum(reconcile_s) / cycles,
             "status_page_ms": 1000 * sum(page_s) / cycles,
@@ -267,6 +323,8 @@ async def run(sizes: Sequence[int], *, cycles: int) -> dict[str, Any]:
                 here = Path(tmp) / str(nodes)
                 here.mkdir()
                 lists = await measure_mode(api, here, watch=False, cycles=cycles)
+                # The start-up as it was before the rounds waited for the view: they list at once.
+                no_wait = await measure_mode(api, here, watch=True, cycles=0, sync_wait_s=0)
                 viewed = await measure_mode(api, here, watch=True, cycles=cycles)
                 results["sizes"].append(
                     {
@@ -275,6 +333,7 @@ async def run(sizes: Sequence[int], *, cycles: int) -> dict[str, Any]:
                         "seeded_s": seeded_s,
                         "lists": lists,
                         "watch": viewed,
+                        "startup_without_wait": no_wait["startup"],
                     }
                 )
     results["machine"] = machine.describe(load)
@@ -316,17 +375,26 @@ def table(results: dict[str, Any]) -> Table:
         ratio = lists["reconcile_ms"] / max(viewed["reconcile_ms"], 1e-9)
         page_ratio = lists["status_page_ms"] / max(viewed["status_page_ms"], 1e-9)
         out.add_row("", "lists / watch", f"{ratio:.1f}x", f"{page_ratio:.1f}x", "", "", "")
-        start = viewed["startup"]
-        out.add_row(
-            "",
-            "view start-up",
-            f"{start['s']:.2f} s",
-            "",
-            f"{start['requests']}",
-            "",
-            f"{_mb(start['bytes'])}; +{start['rss_added_bytes'] / 2**20:.0f} MiB RSS",
-        )
+        for label, start in (
+            ("start-up, rounds list at once", size["startup_without_wait"]),
+            ("start-up, rounds wait for the view", viewed["startup"]),
+        ):
+            out.add_row(
+                "",
+                label,
+                f"{start['s']:.2f} s (CPU {start['cpu_s']:.2f} s)",
+                "",
+                f"{start['requests']}",
+                f"{start['node_pod_lists']}",
+                f"{_mb(start['bytes'])}; {_rss(start)}",
+            )
     return out
+
+
+def _rss(start: dict[str, Any]) -> str:
+    added = f"+{start['rss_added_bytes'] / 2**20:.0f} MiB RSS"
+    peak = start.get("peak_rss_added_bytes")
+    return added if peak is None else f"{added} (peak +{peak / 2**20:.0f})"
 
 
 def main(argv: Sequence[str] | None = None) -> Table:

@@ -34,7 +34,7 @@ from aiohttp import web
 from app.domain import NodeState
 from app.kube import errors, port
 from app.kube.ratelimit import Clock, TokenBucket, loop_clock
-from app.kube.views import ClusterView
+from app.kube.viewgate import ViewGate
 from app.service.runtime.services import SERVICES
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -150,7 +150,7 @@ class NodeReads:
         qps: float,
         burst: int,
         clock: Clock = loop_clock,
-        view: ClusterView | None = None,
+        view: ViewGate | None = None,
     ) -> None:
         self._kube = kube
         self._view = view
@@ -174,8 +174,9 @@ class NodeReads:
         return found
 
     async def list_nodes(self, *, label_selector: str | None = None) -> list[NodeState]:
-        view = self._view
-        if view is not None and view.synced and not view.stale and _one_key(label_selector):
+        # Never waits for the view's first lists: a reader at start-up gets a (cached, budgeted) list.
+        view = self._view.fresh("reads") if self._view is not None and _one_key(label_selector) else None
+        if view is not None:
             return view.labelled(label_selector) if label_selector else view.nodes()
         return await self._cache.get(
             ("nodes", label_selector or ""),

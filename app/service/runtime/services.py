@@ -25,6 +25,7 @@ from app.decide import retention
 from app.ingest import callers as callers_mod
 from app.kube import port
 from app.kube.ratelimit import TokenBucket
+from app.kube.viewgate import ViewGate
 from app.kube.views import ClusterView
 from app.obs.metrics import Metrics
 from app.service import pipeline, schedule
@@ -63,6 +64,8 @@ class Services:
     reads: reads.NodeReads | None = None
     # Nodes and GPU pods kept by watches (`kube.watch`, with a real client); reconcile and reads use it.
     view: ClusterView | None = None
+    # Who reads the view when (`kube.view_sync_wait_s` at start-up, then only while fresh); None without it.
+    view_gate: ViewGate | None = None
     # Marks the stretches in which the pipeline turns signals into actions; reads wait for a calm moment.
     urgency: Urgency | None = None
     # TokenReview and SubjectAccessReview: the real client's, or a test's.

@@ -37,6 +37,7 @@ from app.kube import port
 from app.kube.informer import Hooks
 from app.kube.ratelimit import TokenBucket
 from app.kube.retries import RetryPolicy
+from app.kube.viewgate import ViewGate
 from app.kube.views import ClusterView
 from app.service import audit_job, lanes, pipeline, retention_job, schedule
 from app.service.runtime import reads
@@ -188,6 +189,7 @@ async def connect_cluster(app: web.Application) -> AsyncIterator[None]:
         shadow=services.shadow,
         dead_letters=services.dead_letters,
         clock=services.clock,
+        view=services.view_gate,
     )
     try:
         yield
@@ -220,6 +222,7 @@ async def run_audits(app: web.Application) -> AsyncIterator[None]:
         metrics=services.metrics,
         clock=services.clock,
         config=AuditConfig(pool_label=services.rules.policy.budgets.pool_label),
+        view=services.view_gate,
     )
     jobs = schedule.Jobs(services.scheduler)
     services.audits.start(jobs, every_s=every)
@@ -244,7 +247,19 @@ def _start_view(services: Services, kube: port.KubePort | None) -> ClusterView |
     for resource in (view.node_informer.resource, view.pod_informer.resource):
         metrics.watch_view_stale.labels(resource=resource).set(1)  # until its first list and watch
     view.start()
+    services.view_gate = _gate(services, view)  # the start-up window counts from the view's start
     return view
+
+
+def _gate(services: Services, view: ClusterView) -> ViewGate:
+    """Who reads the view when: the periodic readers wait for its first lists up to `kube.view_sync_wait_s`;
+    a read it cannot answer lists instead, counted in `sickbay_watch_view_fallbacks_total`."""
+    fallbacks = services.metrics.watch_view_fallbacks
+    return ViewGate(
+        view,
+        sync_wait_s=services.settings.kube.view_sync_wait_s,
+        fallback=lambda reader, reason: fallbacks.labels(reader=reader, reason=reason).inc(),
+    )
 
 
 def _reads(
@@ -259,7 +274,7 @@ def _reads(
     source: port.KubePort = kube
     if own_client is not None:
         source = own_client.with_own_limiter(qps=budget.qps, burst=budget.burst)
-    return reads.NodeReads(source, cache=cache, qps=budget.qps, burst=budget.burst, view=services.view)
+    return reads.NodeReads(source, cache=cache, qps=budget.qps, burst=budget.burst, view=services.view_gate)
 
 
 async def _actuators(
@@ -353,6 +368,6 @@ async def _actuators(
         dry_run=dry_run,
         verifier=verifier,
         requeuer=requeuer,
-        view=services.view,
+        view=services.view_gate,
     )
     return executor, drainer, restarter, nodes
