@@ -123,6 +123,12 @@ class Reader:
             self._client = connect(self.settings)
         return self._client
 
+    def query_range(
+        self, query: str, start: datetime, end: datetime, *, step_s: float | None = None
+    ) -> list[dict[str, Any]]:
+        """The answer's series of one range query (cut into chunks), or `PrometheusUnavailable`."""
+        return self._range(query, start, end, step_s=step_s)
+
     def _range(
         self, query: str, start: datetime, end: datetime, *, step_s: float | None = None
     ) -> list[dict[str, Any]]:

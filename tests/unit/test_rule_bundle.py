@@ -236,8 +236,16 @@ def test_every_alert_normalises_the_node_label(alert: dict[str, Any]) -> None:
 
 def test_normalised_recording_rules_derive_node() -> None:
     for record in _records():
-        if record["record"].startswith("sickbay:dcgm_xid_errors:by_xid"):
+        if record["record"].startswith("gpu:"):
+            # The predictor's per-GPU long windows aggregate nothing away: the exporter's host labels
+            # (Hostname or hostname) pass through as they are, which the reader reads either way.
+            assert not re.search(r"\bby\s*\(", record["expr"]), record["record"]
+        elif record["record"].startswith("sickbay:dcgm_xid_errors:by_xid"):
             assert "sickbay:dcgm_xid_errors:last" in record["expr"]
+        elif record["record"].startswith("gpu:"):
+            # Level `gpu` (the predictor's long windows) aggregates nothing and keeps the exporter's own
+            # host label, which the reader normalises as it does for raw series: no `node` to derive.
+            assert "by (" not in record["expr"], record["record"]
         else:
             assert HOST_JOIN in record["expr"], record["record"]
 
