@@ -242,10 +242,6 @@ def test_normalised_recording_rules_derive_node() -> None:
             assert not re.search(r"\bby\s*\(", record["expr"]), record["record"]
         elif record["record"].startswith("sickbay:dcgm_xid_errors:by_xid"):
             assert "sickbay:dcgm_xid_errors:last" in record["expr"]
-        elif record["record"].startswith("gpu:"):
-            # Level `gpu` (the predictor's long windows) aggregates nothing and keeps the exporter's own
-            # host label, which the reader normalises as it does for raw series: no `node` to derive.
-            assert "by (" not in record["expr"], record["record"]
         else:
             assert HOST_JOIN in record["expr"], record["record"]
 
