@@ -114,11 +114,11 @@ def _aligned(table: pd.DataFrame, recorded: pd.DataFrame) -> Mapping[str, Array]
     """Each recorded series' value on the table's rows (NaN where it has none)."""
     keys = table[list(KEY_COLUMNS)].astype({"node": str, "uuid": str})
     if recorded.empty:
-        return {name: np.full(len(table), np.nan) for name in rr.RECORDS}
+        return {name: np.full(len(table), np.nan) for name in rr.READ}
     merged = keys.merge(recorded.astype({"node": str, "uuid": str}), on=list(KEY_COLUMNS), how="left")
     return {
         name: merged[name].to_numpy(dtype=np.float64) if name in merged else np.full(len(table), np.nan)
-        for name in rr.RECORDS
+        for name in rr.READ
     }
 
 

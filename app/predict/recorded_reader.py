@@ -131,7 +131,7 @@ class FeatureReader:
         frame = self._short.refresh(now)
         if frame.empty:
             return FeatureRead(RECORDED, frame, features.compute_features(frame))
-        last = float(frame["timestamp"].max())
+        last = min(float(frame["timestamp"].max()), self._recorded_until(now))
         instants = sorted({last - math.floor(tail_s / step) * step, last})
         recorded = self._values(instants)
         irregular = _irregular(frame, recorded, instants)
@@ -145,19 +145,31 @@ class FeatureReader:
         table = pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)
         return FeatureRead(RECORDED, frame, table, raw_hosts=len(irregular))
 
+    def _recorded_until(self, now: datetime) -> float:
+        """The last grid instant the rules have recorded: the one before their latest evaluation."""
+        answer = self.reader.query_range(f"max(timestamp({rr.SAMPLES}))", now, now)
+        times = [float(v[1]) for one in answer if isinstance(one, Mapping) for v in one.get("values", [])]
+        step = self.reader.settings.step_s
+        return math.floor(max(times) / step) * step if times else -math.inf
+
     def _values(self, instants: Sequence[float]) -> pd.DataFrame:
-        """Every recorded series at the instants: `KEY_COLUMNS` and a column per record."""
+        """Every series `recorded_features` reads at the instants: `KEY_COLUMNS` and a column per record.
+
+        The rules' value for grid instant `g` is written by the evaluation in `[g, g + step)` (whatever
+        its phase), so each instant is read as the last value of `[g, g + step - 1ms]`."""
         step = instants[-1] - instants[0] or self.reader.settings.step_s
+        ahead = self.reader.settings.step_s - 0.001
         gpus: dict[tuple[str, int, str], int] = {}
         cells: dict[str, range_answers.Cells] = {}
         with range_answers.collector_paused():
-            for name in rr.RECORDS:
-                query = f"max by ({_BY}) (last_over_time({name}[{rr.READ_WINDOW}]))"
-                answer = self.reader.query_range(query, _utc(instants[0]), _utc(instants[-1]), step_s=step)
+            for name in rr.READ:
+                query = f"max by ({_BY}) (last_over_time({name}[{round(ahead * 1000)}ms]))"
+                start, end = _utc(instants[0] + ahead), _utc(instants[-1] + ahead)
+                answer = self.reader.query_range(query, start, end, step_s=step)
                 self._remember_hosts(answer)
                 try:
                     cells[name] = range_answers.parse(
-                        answer, gpus, grid_start=instants[0], step=step, n_times=len(instants)
+                        answer, gpus, grid_start=instants[0] + ahead, step=step, n_times=len(instants)
                     )
                 except range_answers.Malformed as exc:
                     raise PrometheusUnavailable(str(exc), query=query) from exc
