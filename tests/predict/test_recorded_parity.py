@@ -1,0 +1,177 @@
+"""The recorded path and the raw path give the same features, through a real Prometheus.
+
+A small simulated fleet (3 nodes x 8 GPUs, 8.2 days at 5 minutes) is backfilled into Debian's Prometheus
+(`promtool tsdb create-blocks-from openmetrics`). The shipped recording rules are then evaluated by that
+Prometheus over the last week, level by level (`levels`: a level reads only the records of the levels
+before it, so each level's blocks are served before the next is evaluated), at whole hours: each rule's
+expression as a range query at a 1 h step, the answers written back as the rule's series and backfilled.
+This is what `promtool tsdb create-blocks-from rules` does (range queries at the group's interval, one
+run per level, since it "cannot see the results of previous rules":
+https://prometheus.io/docs/prometheus/latest/storage/#backfilling-for-recording-rules), without its two
+costs here: it writes one block per rule per 2 h (~6,400 blocks, minutes of test time on 2 cores) and it
+evaluates at the group's hash-derived phase, which makes the instants a test reads depend on a file name.
+`FeatureReader` then reads the features at the history's last whole hour twice: before the rules' series
+exist (it falls back to the raw look-back and says so) and after (the recorded path).
+
+Tolerance. Both paths sum the same 5-minute grid rows over the same windows, so the sums agree exactly;
+nothing is extrapolated (`increase(m[5m:5m])` has its two points on the range's ends), and the grid
+instants agree (the rules evaluated at whole hours, phase 0, which their `[59m59s999ms:5m]` ranges treat
+as any other phase). What differs is the arithmetic: Prometheus
+adds float64 values in another order than the features' prefix sums (an absolute 1e-6 on sums of
+thousands of integers and of temperatures near 60 °C), and the features are float32 (relative 1e-6). So:
+relative 1e-4 and absolute 1e-3, far below any feature's meaningful change (the smallest is a share of
+one row in 288, 3.5e-3). A GPU that is not regular (a gap or a reset in its week) is read raw on the
+recorded path too; the test asserts that most hosts are read through the rules.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from app.predict import dataset, features, recorded_reader
+from app.predict import prometheus as predict_prometheus
+from app.predict import recorded_rules as rr
+from app.sim.fleet import backfill
+from tests import prom
+from tests.perf import backtest_acceptance as acceptance
+
+pytestmark = [pytest.mark.slow, pytest.mark.real_clock]
+
+NODES, DAYS, SEED = 3, 8.2, 5
+TAIL_S = 3600.0  # scoring reads the features at now and `sustain_s` before; any whole number of steps
+RTOL, ATOL = 1e-4, 1e-3
+# How far before now each level is backfilled, evaluated every hour on whole hours (now is one): the
+# instants read are now and now - 1 h, the weekly sums there read the daily ones 1..6 days before, which
+# read the hourly ones 1..23 hours before theirs, all on whole hours. A rule's value at t depends only on
+# the data and the levels below at t and whole hours before it, not on how often it is evaluated: the
+# live 5-minute interval only adds instants this test does not read (and would cost promtool minutes).
+_LEVEL_STARTS = (7 * 86400.0, 6 * 86400.0 + 3600.0, 3600.0, 3600.0)
+
+
+def levels() -> list[list[rr.Rule]]:
+    """The rules by dependency: those that read the exporter's series, then each that reads only
+    records of the levels before it."""
+    level: dict[str, int] = {}
+    for rule in rr.rules():  # the group lists every rule after the ones it reads
+        reads = re.findall(r"\bgpu:[\w:]+", rule.expr)
+        level[rule.record] = 1 + max((level[name] for name in reads), default=-1)
+    out: list[list[rr.Rule]] = [[] for _ in range(max(level.values()) + 1)]
+    for rule in rr.rules():
+        out[level[rule.record]].append(rule)
+    return out
+
+
+def test_levels_follow_the_rule_text() -> None:
+    names = [[r.record for r in one] for one in levels()]
+    assert len(names) == 4  # hourly, daily, weekly, the ratios
+    assert rr.PRESENCE.name("1h") in names[0]
+    assert rr.SAMPLES in names[2]
+    assert rr.thermal("gpu", "util") in names[3]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("fleet") / f"s{SEED}"
+    return acceptance.simulate(out, nodes=NODES, days=DAYS, seed=SEED, rate_multiplier=30)
+
+
+def _flags(step_s: float) -> tuple[str, ...]:
+    return (f"--query.lookback-delta={prom.lookback_delta(step_s)}", "--storage.tsdb.max-block-duration=2h")
+
+
+def test_recorded_and_raw_paths_agree_through_real_prometheus(
+    fleet: Path, tmp_path: Path, prometheus: Path, promtool: Path, free_port: Callable[[], int]
+) -> None:
+    data = tmp_path / "tsdb"
+    result = backfill.backfill(fleet, data, promtool=promtool, host_label="Hostname")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(prom.EMPTY_CONFIG)
+    now = float(dataset.read_timeseries(fleet)["timestamp"].max()) // 3600 * 3600
+    # A week plus the tail: the raw path's windows stop at its look-back's start, so with a 7-day look-back
+    # its row at now - tail would see a week less the tail, where the rules see the whole week.
+    settings = predict_prometheus.ReaderSettings(step_s=rr.STEP_S, lookback_s=7 * 86400.0 + TAIL_S)
+    at = datetime.fromtimestamp(now, UTC)
+
+    with prom.running_prometheus(
+        prometheus, data=data, config=config, port=(port := free_port()), extra=_flags(result.step_s)
+    ) as url:
+        raw = recorded_reader.FeatureReader(predict_prometheus.Reader(_at(settings, url))).read(at, TAIL_S)
+    assert raw.path == recorded_reader.RAW
+
+    for i, rules in enumerate(levels()):
+        with prom.running_prometheus(
+            prometheus, data=data, config=config, port=port, extra=_flags(result.step_s)
+        ) as url:
+            text = "".join(
+                prom.openmetrics(
+                    r.record,
+                    prom.range_query(url, r.expr, start=now - _LEVEL_STARTS[i], end=now, step_s=3600.0),
+                )
+                for r in rules
+            )
+        assert text.count("\n") > 2 * len(rules), f"level {i} recorded almost nothing"
+        level_file = tmp_path / f"level{i}.om"
+        level_file.write_text(text + "# EOF\n")
+        # One block for the level (promtool cuts 2 h blocks by default, one file pass each).
+        block = f"--max-block-duration={int(backfill.BLOCK_BASE_S * 3**5)}s"
+        _run_ok(
+            [
+                str(promtool),
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                "--quiet",
+                block,
+                str(level_file),
+                str(data),
+            ]
+        )
+
+    with prom.running_prometheus(
+        prometheus, data=data, config=config, port=port, extra=_flags(result.step_s)
+    ) as url:
+        recorded = recorded_reader.FeatureReader(predict_prometheus.Reader(_at(settings, url))).read(
+            at, TAIL_S
+        )
+    assert recorded.path == recorded_reader.RECORDED
+    assert recorded.raw_hosts < NODES, "no host was read through the rules: the test would prove nothing"
+
+    _assert_same_features(raw.table, recorded.table, instants=[now - TAIL_S, now])
+
+
+def _run_ok(command: list[str]) -> None:
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def _at(settings: predict_prometheus.ReaderSettings, url: str) -> predict_prometheus.ReaderSettings:
+    from dataclasses import replace  # noqa: PLC0415
+
+    return replace(settings, url=url)
+
+
+def _assert_same_features(raw: pd.DataFrame, recorded: pd.DataFrame, *, instants: list[float]) -> None:
+    keys = ["node", "gpu", "uuid", "timestamp"]
+    raw = raw[raw["timestamp"].isin(instants)].astype({"node": str, "uuid": str})
+    recorded = recorded.astype({"node": str, "uuid": str})
+    assert len(recorded) == len(raw) == NODES * 8 * len(instants)
+    merged = raw.merge(recorded, on=keys, suffixes=("_raw", "_rec"), validate="one_to_one")
+    assert len(merged) == len(raw)
+    compared = 0
+    for name in features.FEATURES:
+        a = merged[f"{name}_raw"].to_numpy(dtype=np.float64)
+        b = merged[f"{name}_rec"].to_numpy(dtype=np.float64)
+        assert np.array_equal(np.isnan(a), np.isnan(b)), name
+        known = ~np.isnan(a)
+        bad = ~np.isclose(a[known], b[known], rtol=RTOL, atol=ATOL)
+        assert not bad.any(), (name, a[known][bad][:5], b[known][bad][:5])
+        compared += int(known.sum())
+    assert compared > 0
