@@ -26,20 +26,28 @@ recorded path too; the test asserts that most hosts are read through the rules.
 
 from __future__ import annotations
 
+import logging
 import re
+import shutil
 import subprocess
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from prometheus_client import CollectorRegistry
 
+from app.config.settings import PredictionSettings
+from app.obs.metrics import create_metrics
 from app.predict import dataset, features, recorded_reader
 from app.predict import prometheus as predict_prometheus
 from app.predict import recorded_rules as rr
+from app.predict import service as predict_service
+from app.service.scoring_job import SHIPPED_MODELS, Scoring
 from app.sim.fleet import backfill
+from app.store import inbox
 from tests import prom
 from tests.perf import backtest_acceptance as acceptance
 
@@ -83,33 +91,36 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return acceptance.simulate(out, nodes=NODES, days=DAYS, seed=SEED, rate_multiplier=30)
 
 
-def _flags(step_s: float) -> tuple[str, ...]:
-    return (f"--query.lookback-delta={prom.lookback_delta(step_s)}", "--storage.tsdb.max-block-duration=2h")
+@dataclass(frozen=True)
+class Served:
+    """Two TSDBs of the same history: raw only, and raw with the rules' series; how to serve them."""
+
+    raw: Path
+    rules: Path
+    config: Path
+    flags: tuple[str, ...]
+    now: float
+    port: int
 
 
-def test_recorded_and_raw_paths_agree_through_real_prometheus(
-    fleet: Path, tmp_path: Path, prometheus: Path, promtool: Path, free_port: Callable[[], int]
-) -> None:
-    data = tmp_path / "tsdb"
+@pytest.fixture(scope="module")
+def served(fleet: Path, tmp_path_factory: pytest.TempPathFactory) -> Served:
+    prometheus, promtool = _binary("prometheus"), _binary("promtool")
+    tmp = tmp_path_factory.mktemp("served")
+    data = tmp / "tsdb"
     result = backfill.backfill(fleet, data, promtool=promtool, host_label="Hostname")
-    config = tmp_path / "prometheus.yml"
+    raw = tmp / "raw-tsdb"
+    shutil.copytree(data, raw)
+    config = tmp / "prometheus.yml"
     config.write_text(prom.EMPTY_CONFIG)
+    flags = (
+        f"--query.lookback-delta={prom.lookback_delta(result.step_s)}",
+        "--storage.tsdb.max-block-duration=2h",
+    )
     now = float(dataset.read_timeseries(fleet)["timestamp"].max()) // 3600 * 3600
-    # A week plus the tail: the raw path's windows stop at its look-back's start, so with a 7-day look-back
-    # its row at now - tail would see a week less the tail, where the rules see the whole week.
-    settings = predict_prometheus.ReaderSettings(step_s=rr.STEP_S, lookback_s=7 * 86400.0 + TAIL_S)
-    at = datetime.fromtimestamp(now, UTC)
-
-    with prom.running_prometheus(
-        prometheus, data=data, config=config, port=(port := free_port()), extra=_flags(result.step_s)
-    ) as url:
-        raw = recorded_reader.FeatureReader(predict_prometheus.Reader(_at(settings, url))).read(at, TAIL_S)
-    assert raw.path == recorded_reader.RAW
-
+    port = acceptance.free_port()
     for i, rules in enumerate(levels()):
-        with prom.running_prometheus(
-            prometheus, data=data, config=config, port=port, extra=_flags(result.step_s)
-        ) as url:
+        with prom.running_prometheus(prometheus, data=data, config=config, port=port, extra=flags) as url:
             text = "".join(
                 prom.openmetrics(
                     r.record,
@@ -118,7 +129,7 @@ def test_recorded_and_raw_paths_agree_through_real_prometheus(
                 for r in rules
             )
         assert text.count("\n") > 2 * len(rules), f"level {i} recorded almost nothing"
-        level_file = tmp_path / f"level{i}.om"
+        level_file = tmp / f"level{i}.om"
         level_file.write_text(text + "# EOF\n")
         # One block for the level (promtool cuts 2 h blocks by default, one file pass each).
         block = f"--max-block-duration={int(backfill.BLOCK_BASE_S * 3**5)}s"
@@ -134,28 +145,88 @@ def test_recorded_and_raw_paths_agree_through_real_prometheus(
                 str(data),
             ]
         )
+    return Served(raw=raw, rules=data, config=config, flags=flags, now=now, port=port)
 
+
+# A week plus the tail: the raw path's windows stop at its look-back's start, so with a 7-day look-back its
+# row at now - tail would see a week less the tail, where the rules see the whole week.
+LOOKBACK_S = 7 * 86400.0 + TAIL_S
+
+
+def _binary(name: str) -> Path:
+    found = shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed (Debian package `prometheus`; `make setup` installs it)")
+    return Path(found)
+
+
+def _read(served: Served, data: Path, prometheus: Path) -> recorded_reader.FeatureRead:
+    at = datetime.fromtimestamp(served.now, UTC)
     with prom.running_prometheus(
-        prometheus, data=data, config=config, port=port, extra=_flags(result.step_s)
+        prometheus, data=data, config=served.config, port=served.port, extra=served.flags
     ) as url:
-        recorded = recorded_reader.FeatureReader(predict_prometheus.Reader(_at(settings, url))).read(
-            at, TAIL_S
-        )
+        settings = predict_prometheus.ReaderSettings(url=url, step_s=rr.STEP_S, lookback_s=LOOKBACK_S)
+        return recorded_reader.FeatureReader(predict_prometheus.Reader(settings)).read(at, TAIL_S)
+
+
+def test_recorded_and_raw_paths_agree_through_real_prometheus(served: Served, prometheus: Path) -> None:
+    raw = _read(served, served.raw, prometheus)
+    assert raw.path == recorded_reader.RAW
+    recorded = _read(served, served.rules, prometheus)
     assert recorded.path == recorded_reader.RECORDED
     assert recorded.raw_hosts < NODES, "no host was read through the rules: the test would prove nothing"
+    _assert_same_features(raw.table, recorded.table, instants=[served.now - TAIL_S, served.now])
 
-    _assert_same_features(raw.table, recorded.table, instants=[now - TAIL_S, now])
+
+@pytest.mark.parametrize("rules", [True, False], ids=["rules-installed", "rules-absent"])
+async def test_the_service_as_serve_builds_it_picks_the_path_and_says_so(
+    served: Served, prometheus: Path, tmp_path: Path, rules: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    at = datetime.fromtimestamp(served.now, UTC)
+    box = await inbox.Inbox.open(tmp_path / "sickbay.db")
+    try:
+        with prom.running_prometheus(
+            prometheus,
+            data=served.rules if rules else served.raw,
+            config=served.config,
+            port=served.port,
+            extra=served.flags,
+        ) as url:
+            metrics = create_metrics(CollectorRegistry())
+            settings = PredictionSettings(
+                models_dir=SHIPPED_MODELS, prometheus_url=url, lookback_s=LOOKBACK_S
+            )
+            scoring = Scoring(settings, inbox=box, metrics=metrics, clock=lambda: at)
+            scoring.service.reload()
+            with caplog.at_level(logging.INFO, logger="app.predict.recorded_reader"):
+                await scoring.score_once()
+    finally:
+        await box.close()
+    assert scoring.last is not None
+    assert scoring.last.status == predict_service.CycleStatus.SCORED
+    assert scoring.last.scores is not None
+    assert len(scoring.last.scores.gpus) == NODES * 8
+    path, other = (
+        (recorded_reader.RECORDED, recorded_reader.RAW)
+        if rules
+        else (recorded_reader.RAW, recorded_reader.RECORDED)
+    )
+    gauge = "sickbay_predict_read_path"
+    assert metrics.registry.get_sample_value(gauge, {"path": path}) == 1
+    assert metrics.registry.get_sample_value(gauge, {"path": other}) == 0
+    said = [r for r in caplog.records if r.name == "app.predict.recorded_reader"]
+    if rules:
+        assert [r.levelno for r in said] == [logging.INFO]
+        assert "reads the recording rules' long windows" in said[0].getMessage()
+    else:
+        assert [r.levelno for r in said] == [logging.WARNING]
+        assert "recording rules" in said[0].getMessage()
+        assert "not installed" in said[0].getMessage()
 
 
 def _run_ok(command: list[str]) -> None:
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-
-
-def _at(settings: predict_prometheus.ReaderSettings, url: str) -> predict_prometheus.ReaderSettings:
-    from dataclasses import replace  # noqa: PLC0415
-
-    return replace(settings, url=url)
 
 
 def _assert_same_features(raw: pd.DataFrame, recorded: pd.DataFrame, *, instants: list[float]) -> None:
