@@ -3,7 +3,8 @@
 Each cycle asks Prometheus whether the rules' series exist (`count(gpu:…:count_over_time7d)`):
 
 - yes (the *recorded* path): the last `recorded_features.SHORT_WINDOW_S` of raw samples (a `RecentWindow`,
-  refreshed incrementally) and the recorded series' values at the two instants scoring reads (now and
+  refreshed incrementally) and the recorded series' values at the two instants scoring reads (the last
+  grid instant the rules have recorded, up to a step or two before now as their group's phase has it, and
   `sustain_s` before), one query per recorded series for the whole fleet. Memory grows with the GPUs,
   not with GPUs x look-back. Hosts with a GPU that is not regular (less than a full week of samples, a
   counter reset within it, no recorded values) are read raw over the look-back, in batches of hosts:
@@ -150,7 +151,7 @@ class FeatureReader:
         answer = self.reader.query_range(f"max(timestamp({rr.SAMPLES}))", now, now)
         times = [float(v[1]) for one in answer if isinstance(one, Mapping) for v in one.get("values", [])]
         step = self.reader.settings.step_s
-        return math.floor(max(times) / step) * step if times else -math.inf
+        return math.floor(max(times) / step) * step if times else math.inf  # none: the raw window's last
 
     def _values(self, instants: Sequence[float]) -> pd.DataFrame:
         """Every series `recorded_features` reads at the instants: `KEY_COLUMNS` and a column per record.

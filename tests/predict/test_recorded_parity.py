@@ -33,6 +33,7 @@ import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -246,3 +247,24 @@ def _assert_same_features(raw: pd.DataFrame, recorded: pd.DataFrame, *, instants
         assert not bad.any(), (name, a[known][bad][:5], b[known][bad][:5])
         compared += int(known.sum())
     assert compared > 0
+
+
+@pytest.mark.parametrize("phase_s", [0.001, 137.0, 299.999])
+def test_the_hourly_rules_stand_for_the_same_grid_rows_at_any_phase(
+    served: Served, prometheus: Path, phase_s: float
+) -> None:
+    # A live group runs at a phase of its interval derived from a hash; its hourly sums must be those of
+    # the last grid instant at or before the evaluation, whatever the phase.
+    hourly = levels()[0]
+    with prom.running_prometheus(
+        prometheus, data=served.raw, config=served.config, port=served.port, extra=served.flags
+    ) as url:
+        for rule in hourly:
+            on_grid = _values(prom.instant_query(url, rule.expr, at=served.now))
+            later = _values(prom.instant_query(url, rule.expr, at=served.now + phase_s))
+            assert on_grid, rule.record
+            assert later == on_grid, rule.record
+
+
+def _values(vector: list[dict[str, Any]]) -> dict[tuple[tuple[str, str], ...], str]:
+    return {tuple(sorted(one["metric"].items())): one["value"][1] for one in vector}
