@@ -10,7 +10,8 @@ run per level, since it "cannot see the results of previous rules":
 https://prometheus.io/docs/prometheus/latest/storage/#backfilling-for-recording-rules), without its two
 costs here: it writes one block per rule per 2 h (~6,400 blocks, minutes of test time on 2 cores) and it
 evaluates at the group's hash-derived phase, which makes the instants a test reads depend on a file name.
-`FeatureReader` then reads the features at the history's last whole hour twice: before the rules' series
+That promtool's rule backfill writes exactly what the rules evaluate to is checked on the hourly level
+(`test_promtools_rule_backfill_writes_what_the_rules_evaluate_to`). `FeatureReader` then reads the features at the history's last whole hour twice: before the rules' series
 exist (it falls back to the raw look-back and says so) and after (the recorded path).
 
 Tolerance. Both paths sum the same 5-minute grid rows over the same windows, so the sums agree exactly;
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry
 
 from app.config.settings import PredictionSettings
@@ -267,4 +269,58 @@ def test_the_hourly_rules_stand_for_the_same_grid_rows_at_any_phase(
 
 
 def _values(vector: list[dict[str, Any]]) -> dict[tuple[tuple[str, str], ...], str]:
-    return {tuple(sorted(one["metric"].items())): one["value"][1] for one in vector}
+    """Value by label set (the series' name aside: a recorded sample has the record's, an expression none)."""
+    return {
+        tuple(sorted((k, v) for k, v in one["metric"].items() if k != "__name__")): one["value"][1]
+        for one in vector
+    }
+
+
+def test_promtools_rule_backfill_writes_what_the_rules_evaluate_to(
+    served: Served, prometheus: Path, tmp_path: Path
+) -> None:
+    # The real `promtool tsdb create-blocks-from rules`, on the hourly level over the last 2 h (the levels
+    # above read recorded series, which one run cannot: see the module docstring): every sample it wrote is
+    # the rule's expression evaluated by Prometheus at that sample's timestamp.
+    promtool = _binary("promtool")
+    hourly = levels()[0]
+    rule_file = tmp_path / "hourly.yaml"
+    group = {
+        "name": rr.GROUP,
+        "interval": rr.INTERVAL,
+        "rules": [{"record": r.record, "expr": r.expr} for r in hourly],
+    }
+    rule_file.write_text(yaml.safe_dump({"groups": [group]}, sort_keys=False))
+    data = tmp_path / "tsdb"
+    shutil.copytree(served.raw, data)
+    with prom.running_prometheus(
+        prometheus, data=data, config=served.config, port=served.port, extra=served.flags
+    ) as url:
+        start, end = served.now - 7200.0, served.now
+        _run_ok(
+            [
+                str(promtool),
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                "--quiet",
+                f"--url={url}",
+                f"--start={int(start)}",
+                f"--end={int(end)}",
+                f"--output-dir={data}",
+                str(rule_file),
+            ]
+        )
+    with prom.running_prometheus(
+        prometheus, data=data, config=served.config, port=served.port, extra=served.flags
+    ) as url:
+        compared = 0
+        for rule in hourly:
+            written = prom.instant_query(url, f"{rule.record}[2h]", at=end)
+            times = sorted({float(t) for one in written for t, _ in one.get("values", [])})
+            assert times, rule.record
+            for t in times:
+                wrote = _values(prom.instant_query(url, f"last_over_time({rule.record}[1ms])", at=t))
+                assert wrote == _values(prom.instant_query(url, rule.expr, at=t)), (rule.record, t)
+                compared += 1
+    assert compared >= len(hourly) * 20  # ~24 evaluations of each rule in 2 h
