@@ -31,6 +31,9 @@ import logging
 import re
 import shutil
 import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +56,7 @@ from app.sim.fleet import backfill
 from app.store import inbox
 from tests import prom
 from tests.perf import backtest_acceptance as acceptance
+from tests.predict.test_recorded_rules_samples import samples_per_series
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_clock]
 
@@ -324,3 +328,25 @@ def test_promtools_rule_backfill_writes_what_the_rules_evaluate_to(
                 assert wrote == _values(prom.instant_query(url, rule.expr, at=t)), (rule.record, t)
                 compared += 1
     assert compared >= len(hourly) * 20  # ~24 evaluations of each rule in 2 h
+
+
+def test_prometheus_max_samples_holds_the_bound_read_from_the_rule_text(
+    served: Served, prometheus: Path
+) -> None:
+    # `--query.max-samples` set to the largest bound `test_recorded_rules_samples` reads from the rules,
+    # at this fleet's GPUs: every rule evaluates under it, and the first version's week-long subquery,
+    # whose bound is over it, is refused ("query processing would load too many samples into memory").
+    gpus = NODES * 8
+    limit = int(max(sum(samples_per_series(r.expr).values()) for r in rr.rules()) * gpus)
+    old = "count_over_time(DCGM_FI_DEV_GPU_TEMP[10075m:5m])"
+    assert sum(samples_per_series(old).values()) * gpus > limit
+    flags = (*served.flags, f"--query.max-samples={limit}")
+    with prom.running_prometheus(
+        prometheus, data=served.rules, config=served.config, port=served.port, extra=flags
+    ) as url:
+        for rule in rr.rules():
+            assert prom.instant_query(url, rule.expr, at=served.now), rule.record
+        params = urllib.parse.urlencode({"query": old, "time": f"{served.now:.3f}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{url}/api/v1/query?{params}", timeout=30)
+        assert "too many samples" in refused.value.read().decode()
