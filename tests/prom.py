@@ -128,3 +128,28 @@ def backfilled_prometheus(
                 raise TimeoutError("the backfilled blocks never became queryable")
             time.sleep(0.2)
         yield url
+
+
+def range_query(url: str, promql: str, *, start: float, end: float, step_s: float) -> list[dict[str, Any]]:
+    """The result matrix of a range query (asserts success)."""
+    params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}s"}
+    with urllib.request.urlopen(
+        f"{url}/api/v1/query_range?{urllib.parse.urlencode(params)}", timeout=120
+    ) as response:
+        body = json.load(response)
+    assert body["status"] == "success", body
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def openmetrics(name: str, matrix: list[dict[str, Any]]) -> str:
+    """One family of OpenMetrics text (no `# EOF`) holding a range query's answer under `name`."""
+    lines = [f"# TYPE {name} unknown"]
+    for one in matrix:
+        labels = ",".join(f'{k}="{_escaped(v)}"' for k, v in sorted(one["metric"].items()) if k != "__name__")
+        lines.extend(f"{name}{{{labels}}} {value} {float(t):.3f}" for t, value in one["values"])
+    return "\n".join(lines) + "\n"
+
+
+def _escaped(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -91,6 +91,13 @@ def connect(settings: ReaderSettings) -> RangeClient:
     return client
 
 
+def _millisecond_bounds(start: datetime, end: datetime) -> dict[str, str] | None:
+    """The bounds to the millisecond where they are not whole seconds (the client rounds to seconds)."""
+    if start.microsecond == 0 and end.microsecond == 0:
+        return None
+    return {"start": f"{start.timestamp():.3f}", "end": f"{end.timestamp():.3f}"}
+
+
 def chunks(
     start: datetime, end: datetime, *, step_s: float, max_points: int
 ) -> list[tuple[datetime, datetime]]:
@@ -123,6 +130,12 @@ class Reader:
             self._client = connect(self.settings)
         return self._client
 
+    def query_range(
+        self, query: str, start: datetime, end: datetime, *, step_s: float | None = None
+    ) -> list[dict[str, Any]]:
+        """The answer's series of one range query (cut into chunks), or `PrometheusUnavailable`."""
+        return self._range(query, start, end, step_s=step_s)
+
     def _range(
         self, query: str, start: datetime, end: datetime, *, step_s: float | None = None
     ) -> list[dict[str, Any]]:
@@ -133,7 +146,12 @@ class Reader:
             self.queries += 1
             try:
                 result = self.client.custom_query_range(
-                    query, start_time=lo, end_time=hi, step=step, timeout=math.ceil(self.settings.timeout_s)
+                    query,
+                    start_time=lo,
+                    end_time=hi,
+                    step=step,
+                    params=_millisecond_bounds(lo, hi),
+                    timeout=math.ceil(self.settings.timeout_s),
                 )
             except Exception as exc:  # requests, urllib3 and the client's own errors all mean "not now"
                 raise PrometheusUnavailable(f"{type(exc).__name__}: {exc}", query=query) from exc

@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from app import domain
-from app.predict import coverage, hysteresis, prometheus, recent_window, registry, score
+from app.predict import coverage, features, hysteresis, prometheus, recorded_reader, registry, score
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +94,11 @@ class ScoringService:
     """Holds the model and the node levels between cycles; one owner (the scheduler's job)."""
 
     models_dir: Path
-    read_recent: Callable[[datetime], pd.DataFrame]
+    read_recent: Callable[[datetime], pd.DataFrame] | None = None
     metrics: PredictMetrics | None = None
+    # Reads the features themselves (`recorded_reader.FeatureReader.read`: the recording rules' path, or
+    # the raw look-back when they are not installed); when set, `read_recent` is not used.
+    read_features: Callable[[datetime, float], recorded_reader.FeatureRead] | None = None
     warn: float | None = None
     act: float | None = None
     rollup: score.Rollup = "max"
@@ -120,10 +123,16 @@ class ScoringService:
 
     @classmethod
     def from_prometheus(
-        cls, models_dir: Path, settings: prometheus.ReaderSettings, **kwargs: object
+        cls,
+        models_dir: Path,
+        settings: prometheus.ReaderSettings,
+        *,
+        path_metrics: recorded_reader.PathMetrics | None = None,
+        **kwargs: object,
     ) -> ScoringService:
-        window = recent_window.RecentWindow(prometheus.Reader(settings))
-        return cls(models_dir=models_dir, read_recent=window.refresh, **kwargs)  # type: ignore[arg-type]
+        """Scoring that reads the recording rules' long windows where they are installed, else raw."""
+        reader = recorded_reader.FeatureReader(prometheus.Reader(settings), metrics=path_metrics)
+        return cls(models_dir=models_dir, read_features=reader.read, **kwargs)  # type: ignore[arg-type]
 
     @property
     def model(self) -> registry.RiskModel | None:
@@ -169,7 +178,7 @@ class ScoringService:
         if model is None:
             return Cycle(CycleStatus.RULES_ONLY, now, reason=self._model_error or "no model")
         try:
-            frame = self.read_recent(now)
+            frame, table = self._read(now, model)
         except prometheus.PrometheusUnavailable as exc:
             if self._paused is None:
                 log.warning("risk scoring paused: %s", exc)
@@ -180,14 +189,25 @@ class ScoringService:
             self._paused = None
         self._warn_missing(model, frame)
         with threadpool_limits(limits=self.threads):
-            scores = score.score_frame(
-                frame, model, now=now, warn=self.warn, act=self.act, rollup=self.rollup
+            if table is None:
+                table = features.compute_features(score.current_boards(frame), tail_s=model.card.sustain_s)
+            scores = score.score_features(
+                table, model, now=now, warn=self.warn, act=self.act, rollup=self.rollup
             )
         thresholds = (
             model.card.warn if self.warn is None else self.warn,
             model.card.act if self.act is None else self.act,
         )
         return Cycle(CycleStatus.SCORED, now, scores=scores, thresholds=thresholds)
+
+    def _read(self, now: datetime, model: registry.RiskModel) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+        """The raw samples read and, from `read_features`, the features (else None: computed here)."""
+        if self.read_features is not None:
+            read = self.read_features(now, model.card.sustain_s)
+            return read.frame, read.table
+        if self.read_recent is None:
+            raise ValueError("the scoring service needs read_recent or read_features")
+        return self.read_recent(now), None
 
     def _warn_missing(self, model: registry.RiskModel, frame: pd.DataFrame) -> None:
         """Say (WARNING, once per model and set of fields) which of the model's inputs the fleet lacks."""

@@ -17,6 +17,7 @@ from app.config import rules
 from app.config.settings import PredictionSettings
 from app.obs.metrics import Metrics
 from app.predict import prometheus as predict_prometheus
+from app.predict import recorded_reader
 from app.predict import registry as predict_registry
 from app.predict import service as predict_service
 from app.service import schedule
@@ -62,6 +63,7 @@ class Scoring:
             settings.models_dir,
             reader,
             metrics=predict_service.PredictMetrics.create(metrics.registry),
+            path_metrics=recorded_reader.PathMetrics.create(metrics.registry),
             warn=ladder.warn,
             act=ladder.act,
             clear_margin=ladder.clear_margin,

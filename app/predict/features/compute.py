@@ -7,7 +7,7 @@ import pandas as pd
 
 from app.predict.features import events, links, memory, thermal
 from app.predict.features.catalog import FEATURES
-from app.predict.features.frame import normalise
+from app.predict.features.frame import Normalised, normalise
 from app.predict.features.series import Array, Mask, Series, nan, series
 
 
@@ -26,12 +26,29 @@ def compute_features(
     (scoring, when an alarm must be sustained). Peer features compare the GPUs of one node, so a caller
     that splits a fleet must keep each node's rows together.
     """
+    df, s = prepared(frame, every_s=every_s, last_only=last_only, tail_s=tail_s)
+    return table(df, s)
+
+
+def prepared(
+    frame: pd.DataFrame,
+    *,
+    every_s: float | None = None,
+    last_only: bool = False,
+    tail_s: float | None = None,
+) -> tuple[Normalised, Series]:
+    """The normalised frame and its sorted view, resets found and output rows chosen (`compute_features`)."""
     df = normalise(frame)
     s = series(df.group, df.keys["timestamp"].to_numpy(dtype=np.float64), df.node_codes)
     s.with_resets(events.resets(df, s))
     keep = _keep(s, every_s=every_s, last_only=last_only, tail_s=tail_s)
     if keep is not None:
         s.keep(keep)
+    return df, s
+
+
+def table(df: Normalised, s: Series) -> pd.DataFrame:
+    """`KEY_COLUMNS` then `FEATURES` at the view's output rows."""
     n = len(s.out)
     out: dict[str, Array] = {}
     for family in (

@@ -1,0 +1,337 @@
+"""The recording rules that keep the features' long windows (24 h, 7 d) in Prometheus, one series per GPU.
+
+Every long window the features read is a sum over the 5-minute grid's rows in `(g - W, g]` of a per-row
+quantity `q` (a counter's increment, a reset, an XID change, a valid temperature, ...), `g` the grid instant
+the rule stands for. The rules build each sum in three levels, so that no evaluation holds a week of
+samples per GPU (the first version's `[7d:5m]` subqueries held GPUs x 2,016 points, over Prometheus'
+default `--query.max-samples` of 50,000,000 from ~24,800 GPUs on):
+
+1. hourly, from the exporter's series: `sum_over_time(q[1h-1ms:5m])`. A subquery's points are the
+   multiples of its step within its range, ends included (Prometheus 2.x), whatever instant the group is
+   evaluated at (groups run at a phase of their interval derived from a hash, not on the grid); a range of
+   1 h less 1 ms holds exactly the 12 grid instants of `(g - 1h, g]`, `g` the last grid instant at or
+   before the evaluation, at every millisecond phase. Inside the subquery `q` is evaluated at grid
+   instants, so `m offset 5m` is the row before and `increase(m[5m:5m])` the row's increment (its two
+   points lie on the range's ends: nothing extrapolated, a reset counted as Prometheus counts it).
+2. daily, from the hourly series: `H + H offset 1h + ... + H offset 23h`, 24 instant selectors;
+3. weekly, from the daily series: `D + D offset 1d + ... + D offset 6d`, 7 instant selectors.
+
+A group evaluates its rules in order at one timestamp per round, so an `offset k h` selector finds the
+sample the same rule wrote k hours earlier, at the same phase (docs: "rules within a group are run
+sequentially at a regular interval, with the same evaluation time",
+https://prometheus.io/docs/prometheus/latest/configuration/recording_rules/). The averages the features
+need are ratios of two weekly sums, recorded last. A GPU missing for a whole hour of the week has no
+hourly sample there, so `+` drops it from the daily and weekly sums: it is not regular (see
+`recorded_reader`), and read raw, as is every GPU in the rules' first week.
+
+Samples one evaluation loads, at 80,000 GPU series per metric (10,000 nodes x 8 GPUs); `query.max-samples`
+counts the samples a query holds at once (https://prometheus.io/docs/prometheus/latest/command-line/
+prometheus/: "Maximum number of samples a single query can load into memory"), and a subquery's inner
+expression is evaluated at each of its points, so a selector under subqueries of n1, n2 points holds up
+to n1 x n2 samples per series. Summing that over every selector of a rule bounds it from above (the
+engine frees an operand once used):
+
+- hourly sums: 12 points x selectors: presence 1 (1M), increases 2 (1.9M), episodes 6 (5.8M), thermal
+  <= 4 (3.8M), resets 2 x 8 fields (15.4M), XID ignore 10 (9.6M), hardware 31 (29.8M) and workload 38
+  (36.5M, the largest: one `== bool` per code);
+- hourly persistence: 12 x 13 points x 1 selector per field: 12.5M, 25M for the CRC's two fields;
+- daily: 24 selectors (1.9M); weekly: 7 (0.6M); the ratios: 2 (0.16M).
+
+`tests/predict/test_recorded_rules_samples.py` recomputes these bounds from the rule text. Names follow
+Prometheus' `level:metric:operations` (https://prometheus.io/docs/practices/rules/): level `gpu` (no
+aggregation: every label of the exporter's series is kept, both host spellings, `Hostname` and
+`hostname`, and `gpu`/`UUID` as the exporter wrote them). A field DCGM 4.6 renamed is read under both names,
+old first (`f(OLD) or f(NEW)`); sums of several fields tag each with `sickbay_field`, aggregated away.
+
+Pure data: `rule_group()` is the group in `rules/prometheus/sickbay-rules.yaml` (a test holds them equal;
+`python -m app.predict.recorded_rules` prints it). This module is the one list of the rules.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.predict import features
+from app.predict.features import fields as f
+
+GROUP = "sickbay-predict-long-windows"
+# Evaluated on the grid's period: each round records the window ending at the latest grid instant.
+INTERVAL = "5m"
+STEP_S = 300
+STEP = "5m"
+HOUR_RANGE = "59m59s999ms"  # 1 h less 1 ms: the 12 grid instants of (g - 1h, g] at any phase
+DAY_MIN, WEEK_MIN = 24 * 60, 7 * 24 * 60
+HOUR_ROWS = 3600 // STEP_S
+DAY_ROWS = DAY_MIN * 60 // STEP_S
+FULL_WEEK = WEEK_MIN * 60 // STEP_S  # grid rows in a week: a regular GPU's sample count
+BLANK = f"{features.DCGM_BLANK_MIN:.0e}".replace("+", "")  # DCGM's blank sentinels are missing values
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    record: str
+    expr: str
+
+
+def names(metric: str) -> tuple[str, ...]:
+    """The metric and its DCGM 4.6 name, if it has one (old name first)."""
+    return (metric, *(new for new, old in features.ALIASES.items() if old == metric))
+
+
+def either(metric: str, template: Callable[[str], str]) -> str:
+    """`template` over the metric under each of its names, joined with `or`."""
+    parts = [template(name) for name in names(metric)]
+    return parts[0] if len(parts) == 1 else " or ".join(f"({p})" for p in parts)
+
+
+def summed(metrics: Sequence[str], template: Callable[[str], str]) -> str:
+    """The sum over several fields of `template`, per GPU: each field tagged so none hides another."""
+    if len(metrics) == 1:
+        return f"({either(metrics[0], template)})"
+    tagged = " or ".join(
+        f'label_replace({either(m, template)}, "sickbay_field", "{m}", "", "")' for m in metrics
+    )
+    return f"sum without (sickbay_field) ({tagged})"
+
+
+def record(metric: str, operation: str) -> str:
+    return f"gpu:{metric}:{operation}"
+
+
+@dataclass(frozen=True, slots=True)
+class Sum:
+    """A per-row quantity summed over 1 h, 24 h and 7 d: records `gpu:<metric>:<op with {w}>`."""
+
+    metric: str
+    op: str  # with `{w}` where the window goes: "increase{w}"
+    row: str  # PromQL of the per-row quantity, evaluated at grid instants
+    week: bool = True  # whether the 7-day sum is needed (the 24 h one always is: it builds the week)
+
+    def name(self, window: str) -> str:
+        return record(self.metric, self.op.format(w=window))
+
+    def rules(self) -> list[Rule]:
+        hour, day, week = self.name("1h"), self.name("24h"), self.name("7d")
+        out = [
+            Rule(hour, f"sum_over_time(({self.row})[{HOUR_RANGE}:{STEP}])"),
+            Rule(day, _offsets(hour, 24, "h")),
+        ]
+        if self.week:
+            out.append(Rule(week, _offsets(day, 7, "d")))
+        return out
+
+
+def _offsets(name: str, n: int, unit: str) -> str:
+    return " + ".join(name if k == 0 else f"{name} offset {k}{unit}" for k in range(n))
+
+
+def _increment(m: str) -> str:
+    return f"increase({m}[{STEP}:{STEP}])"
+
+
+# -- the sums, by kind ------------------------------------------------------------------------------------
+
+# GPU_TEMP stands for the GPU's presence: every exporter field list has it.
+PRESENCE = Sum(f.GPU_TEMP, "count_over_time{w}", either(f.GPU_TEMP, lambda m: f"{m} * 0 + 1"))
+SAMPLES = PRESENCE.name("7d")
+RESET_SUM = Sum(
+    "DCGM_FI_DEV_VOLATILE_COUNTERS",
+    "resets{w}",
+    summed(features.VOLATILE_COUNTERS, lambda m: f"resets({m}[{STEP}:{STEP}])"),
+)
+RESETS = RESET_SUM.name("7d")
+
+# (metric, windows in minutes) whose increase the features read over a long window.
+INCREASES: tuple[tuple[str, tuple[int, ...]], ...] = (
+    (f.SBE_AGG, (DAY_MIN, WEEK_MIN)),
+    (f.SBE_VOL, (DAY_MIN, WEEK_MIN)),
+    (f.DBE_AGG, (DAY_MIN,)),
+    (f.DBE_VOL, (DAY_MIN,)),
+    (f.ROWS_CORRECTABLE, (DAY_MIN,)),
+    (f.ROWS_UNCORRECTABLE, (DAY_MIN,)),
+    (f.PCIE_REPLAY, (WEEK_MIN,)),
+    (f.NVLINK_CRC_FLIT, (DAY_MIN, WEEK_MIN)),
+    (f.NVLINK_CRC_DATA, (DAY_MIN, WEEK_MIN)),
+    (f.NVLINK_RECOVERY, (DAY_MIN,)),
+)
+_INCREASE_SUMS = tuple(Sum(m, "increase{w}", either(m, _increment), week=WEEK_MIN in w) for m, w in INCREASES)
+
+
+def increase(metric: str, minutes: int) -> str:
+    return record(metric, "increase7d" if minutes == WEEK_MIN else "increase24h")
+
+
+# Persistence: the share of the last 24 h's grid rows whose trailing hour saw the counter rise.
+PERSISTENT: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (f.SBE_AGG, (f.SBE_AGG,)),
+    (f.SBE_VOL, (f.SBE_VOL,)),
+    (f.PCIE_REPLAY, (f.PCIE_REPLAY,)),
+    (f.NVLINK_CRC_FLIT, (f.NVLINK_CRC_FLIT, f.NVLINK_CRC_DATA)),  # the CRC features sum both fields
+)
+_ACTIVE_SUMS = tuple(
+    Sum(
+        m,
+        "active1h_sum_over_time{w}",
+        f"{summed(fields, lambda x: f'increase({x}[1h:{STEP}])')} > bool 0",
+        week=False,
+    )
+    for m, fields in PERSISTENT
+)
+
+
+def persistence(metric: str) -> str:
+    return record(metric, "active1h_avg_over_time24h")
+
+
+def _rising(m: str, offset: int) -> str:
+    """1 where the counter rose over the grid step ending `offset` steps ago (0 where it did not)."""
+    step_m = STEP_S // 60
+    now = f"{m} offset {offset * step_m}m" if offset else m
+    before = f"{m} offset {(offset + 1) * step_m}m"
+    return f"(({now} > bool 0) * ({now} != bool {before}))"
+
+
+# An episode starts on a step that rose after one that did not (`links.episodes`).
+_EPISODE_SUM = Sum(
+    f.PCIE_REPLAY,
+    "episodes_sum_over_time{w}",
+    either(f.PCIE_REPLAY, lambda m: f"{_rising(m, 0)} * (1 - {_rising(m, 1)})"),
+    week=False,
+)
+EPISODES = _EPISODE_SUM.name("24h")
+
+XID_CLASSES: tuple[tuple[str, int], ...] = (
+    ("ignore", DAY_MIN),
+    ("workload", DAY_MIN),
+    ("hardware", WEEK_MIN),
+)
+
+
+def _member(m: str, codes: frozenset[int]) -> str:
+    return "(" + " + ".join(f"({m} == bool {c})" for c in sorted(codes)) + ")"
+
+
+def _xid_row(cls: str) -> Callable[[str], str]:
+    def expr(m: str) -> str:
+        changed = f"({m} != bool {m} offset {STEP}) * ({m} != bool 0)"
+        ignore, hardware = _member(m, features.XID_IGNORE), _member(m, features.XID_HARDWARE)
+        member = {"ignore": ignore, "hardware": hardware}.get(cls, f"(1 - {ignore} - {hardware})")
+        return f"{changed} * {member}"
+
+    return expr
+
+
+_XID_SUMS = tuple(
+    Sum(f.XID, f"{cls}_changes_sum_over_time{{w}}", either(f.XID, _xid_row(cls)), week=w == WEEK_MIN)
+    for cls, w in XID_CLASSES
+)
+
+
+def xid_events(cls: str) -> str:
+    minutes = dict(XID_CLASSES)[cls]
+    return record(f.XID, f"{cls}_changes_sum_over_time{'7d' if minutes == WEEK_MIN else '24h'}")
+
+
+# The thermal residuals' 7-day line: for each temperature, means over the rows where it and the
+# utilisation are both valid (count, utilisation, temperature, their square and product), and the
+# temperature's own mean over its valid rows: weekly sums, then their ratios.
+TEMPERATURES = ("gpu", "mem", "gap")
+STATS = ("count", "util", "temp", "util_sq", "util_temp", "mean")
+_METRIC = {"gpu": f.GPU_TEMP, "mem": f.MEMORY_TEMP, "gap": f"{f.MEMORY_TEMP}_minus_{f.GPU_TEMP}"}
+_MEANS = {  # stat -> (the mean's record op, the sum's op)
+    "util": ("util_pairs_avg_over_time7d", "util_pairs_sum_over_time{w}"),
+    "temp": ("avg_over_time7d_util_pairs", "sum_over_time{w}_util_pairs"),
+    "util_sq": ("util_sq_pairs_avg_over_time7d", "util_sq_pairs_sum_over_time{w}"),
+    "util_temp": ("util_product_avg_over_time7d", "util_product_sum_over_time{w}"),
+}
+
+
+def thermal(temperature: str, stat: str) -> str:
+    if stat == "count":
+        return record(_METRIC[temperature], "util_pairs_count_over_time7d")
+    if stat == "mean":
+        return record(_METRIC[temperature], "avg_over_time7d")
+    return record(_METRIC[temperature], _MEANS[stat][0])
+
+
+def _valid(metric: str) -> str:
+    return "(" + either(metric, lambda m: f"{m} < {BLANK}") + ")"
+
+
+def _thermal() -> list[Rule]:
+    util = _valid(f.GPU_UTIL)
+    temps = {
+        "gpu": _valid(f.GPU_TEMP),
+        "mem": _valid(f.MEMORY_TEMP),
+        "gap": f"({_valid(f.MEMORY_TEMP)} - {_valid(f.GPU_TEMP)})",
+    }
+    out: list[Rule] = []
+    for name, temp in temps.items():
+        metric = _METRIC[name]
+        pairs = Sum(metric, "util_pairs_count_over_time{w}", f"{temp} * 0 + {util} * 0 + 1")
+        valid = Sum(metric, "valid_count_over_time{w}", f"{temp} * 0 + 1")
+        rows = {
+            "util": f"{util} and {temp}",
+            "temp": f"{temp} and {util}",
+            "util_sq": f"{util} * {util} and {temp}",
+            "util_temp": f"{temp} * {util}",
+        }
+        sums = {stat: Sum(metric, _MEANS[stat][1], row) for stat, row in rows.items()}
+        mean = Sum(metric, "sum_over_time{w}", temp)
+        for one in (pairs, *sums.values(), valid, mean):
+            out.extend(one.rules())
+        count = pairs.name("7d")
+        out.extend(Rule(thermal(name, stat), f"{s.name('7d')} / ({count} > 0)") for stat, s in sums.items())
+        out.append(Rule(thermal(name, "mean"), f"{mean.name('7d')} / ({valid.name('7d')} > 0)"))
+    return out
+
+
+def rules() -> tuple[Rule, ...]:
+    out: list[Rule] = []
+    for one in (PRESENCE, RESET_SUM, *_INCREASE_SUMS, *_ACTIVE_SUMS, _EPISODE_SUM, *_XID_SUMS):
+        out.extend(one.rules())
+    out.extend(Rule(persistence(s.metric), f"{s.name('24h')} / {DAY_ROWS}") for s in _ACTIVE_SUMS)
+    out.extend(_thermal())
+    return tuple(out)
+
+
+RECORDS: tuple[str, ...] = tuple(r.record for r in rules())
+# The records `recorded_features` reads (the others are the levels below them).
+READ: tuple[str, ...] = (
+    SAMPLES,
+    RESETS,
+    *(increase(m, w) for m, windows in INCREASES for w in windows),
+    *(persistence(m) for m, _ in PERSISTENT),
+    EPISODES,
+    *(xid_events(cls) for cls, _ in XID_CLASSES),
+    *(thermal(t, stat) for t in TEMPERATURES for stat in STATS),
+)
+
+
+def rule_group() -> dict[str, Any]:
+    """The rule group as it stands in `rules/prometheus/sickbay-rules.yaml`."""
+    return {
+        "name": GROUP,
+        "interval": INTERVAL,
+        "rules": [{"record": r.record, "expr": r.expr} for r in rules()],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the group as the bundle indents it (`--operator`: as the PrometheusRule does)."""
+    operator = "--operator" in (sys.argv[1:] if argv is None else argv)
+    pad = "" if operator else "  "
+    lines = [f"  - name: {GROUP}", f"    interval: {INTERVAL}", "    rules:"]
+    for r in rules():
+        lines += [f"    {pad}- record: {r.record}", f"    {pad}  expr: |", f"    {pad}    {r.expr}"]
+        if not operator:
+            lines.append("")
+    sys.stdout.write("\n".join(lines).rstrip("\n") + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""No recording rule's evaluation loads more than Prometheus' default `--query.max-samples` at fleet size.
+
+The bound is read from each rule's text: a selector evaluated under subqueries of n1, n2, ... points (a
+subquery `[R:S]` has at most R/S + 1 points: the step's multiples within the range, both ends included in
+Prometheus 2.x) holds up to n1 x n2 x ... samples per series, and the rule's bound is the sum over its
+selectors (an upper bound: the engine frees an operand once used). A metric read under its old and its
+DCGM 4.6 name counts once (a GPU exports one of them): the larger of its names' sums. Every metric has one
+series per GPU: 80,000 at 10,000 nodes x 8 GPUs. Flag documented at
+https://prometheus.io/docs/prometheus/latest/command-line/prometheus/ (`--query.max-samples`, default
+50000000: "Maximum number of samples a single query can load into memory").
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import pytest
+
+from app.predict import features
+from app.predict import recorded_rules as rr
+
+MAX_SAMPLES = 50_000_000
+GPUS = 10_000 * 8
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_SUBQUERY = re.compile(r"\[(\w+):(\w+)\]")
+_SELECTOR = re.compile(r'(?<!["\w:])(DCGM_\w+|gpu:[\w:]+)(?![\w(])')
+
+
+def seconds(duration: str) -> float:
+    parts = re.findall(r"(\d+)(ms|s|m|h|d|w)", duration)
+    assert "".join(n + u for n, u in parts) == duration, duration
+    return sum(int(n) * _UNITS[u] for n, u in parts)
+
+
+def _operand_start(expr: str, bracket: int) -> int:
+    """Where the expression a subquery applies to starts: its `(`, or its metric name."""
+    if expr[bracket - 1] == ")":
+        depth = 0
+        for i in range(bracket - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(expr[i], 0)
+            if depth == 0:
+                return i
+    match = re.search(r"[\w:]+$", expr[:bracket])
+    assert match is not None, expr
+    return match.start()
+
+
+def samples_per_series(expr: str) -> dict[str, float]:
+    """Per metric (aliases merged), the samples per series the rule's selectors hold at most."""
+    subqueries = [
+        (_operand_start(expr, m.start()), m.start(), seconds(m.group(1)) // seconds(m.group(2)) + 1)
+        for m in _SUBQUERY.finditer(expr)
+    ]
+    by_name: dict[str, float] = defaultdict(float)
+    for m in _SELECTOR.finditer(expr):
+        points = 1.0
+        for start, end, n in subqueries:
+            if start <= m.start() < end:
+                points *= n
+        by_name[m.group(1)] += points
+    merged: dict[str, float] = defaultdict(float)
+    for name, points in by_name.items():
+        canonical = features.ALIASES.get(name, name)
+        merged[canonical] = max(merged[canonical], points)
+    return dict(merged)
+
+
+def bound(expr: str) -> float:
+    return sum(samples_per_series(expr).values()) * GPUS
+
+
+def test_the_bound_reads_subqueries_and_aliases() -> None:
+    # Arithmetic by hand: 12 hourly points x 2 of a nested [5m:5m] = 24 per series; either name once.
+    expr = "sum_over_time((increase(A[5m:5m]) or increase(DCGM_FI_DEV_XID_ERROR[5m:5m]))[59m59s999ms:5m])"
+    assert samples_per_series(expr.replace("A[", "DCGM_FI_DEV_XID_ERRORS[")) == {"DCGM_FI_DEV_XID_ERRORS": 24}
+    assert samples_per_series("gpu:x:a1h + gpu:x:a1h offset 1h") == {"gpu:x:a1h": 2}
+
+
+def test_no_rule_reads_raw_ranges() -> None:
+    # A raw range's samples depend on the scrape interval; every range here is a subquery on the grid.
+    for rule in rr.rules():
+        assert all(":" in r for r in re.findall(r"\[([^\]]*)\]", rule.expr)), rule.record
+
+
+@pytest.mark.parametrize("rule", rr.rules(), ids=lambda r: r.record)
+def test_every_rule_loads_under_the_default_max_samples_at_80k_gpus(rule: rr.Rule) -> None:
+    assert samples_per_series(rule.expr), rule.record  # the rule reads something
+    assert bound(rule.expr) <= MAX_SAMPLES, (rule.record, bound(rule.expr) / 1e6)
+
+
+def test_the_documented_worst_cases() -> None:
+    by_record = {r.record: bound(r.expr) for r in rr.rules()}
+    worst = max(by_record, key=by_record.__getitem__)
+    # XID workload: 3 selectors for the change, 7 ignore + 28 hardware codes, at 12 hourly points.
+    assert worst == rr.record(features.XID, "workload_changes_sum_over_time1h")
+    assert by_record[worst] == (3 + len(features.XID_IGNORE) + len(features.XID_HARDWARE)) * 12 * GPUS
+    # The daily and weekly levels are instant selectors only: 24 and 7 samples per series.
+    assert by_record[rr.increase(features.SBE_AGG, rr.DAY_MIN)] == 24 * GPUS
+    assert by_record[rr.SAMPLES] == 7 * GPUS
+    # The first version's `[7d:5m]` subquery: 2,016 + 1 points per series, over the limit at 80k GPUs.
+    assert bound("count_over_time(DCGM_FI_DEV_GPU_TEMP[10075m:5m])") == 2016 * GPUS > MAX_SAMPLES
