@@ -19,32 +19,43 @@ from app.sim.kubeapi.store import Store
 from tests.contract.conftest import PodFactory
 
 
+def _meta(listed: aclient.V1PodList) -> aclient.V1ListMeta:
+    assert listed.metadata is not None
+    return listed.metadata
+
+
+def _names(pods: list[aclient.V1Pod]) -> list[str]:
+    return [str(p.metadata.name) for p in pods if p.metadata is not None]
+
+
 async def test_later_pages_read_the_first_pages_snapshot(
     core: aclient.CoreV1Api, namespace: str, make_pod: PodFactory
 ) -> None:
     for name in ("a", "b", "c", "d", "e"):
         await make_pod(name=name, labels={"tier": "train"})
     first = await core.list_namespaced_pod(namespace, limit=2)
-    assert [p.metadata.name for p in first.items] == ["a", "b"]
-    assert first.metadata.remaining_item_count == 3
+    assert _names(first.items) == ["a", "b"]
+    assert _meta(first).remaining_item_count == 3
 
     # Between pages: one pod past the page goes, one is created, one changes.
     await core.delete_namespaced_pod("d", namespace, grace_period_seconds=0)
     await make_pod(name="c2")
     await core.patch_namespaced_pod("e", namespace, {"metadata": {"labels": {"tier": "changed"}}})
 
-    seen, token = [], first.metadata._continue
+    seen: list[aclient.V1Pod] = []
+    token = _meta(first)._continue
     while token:
         page = await core.list_namespaced_pod(namespace, limit=2, _continue=token)
-        assert page.metadata.resource_version == first.metadata.resource_version
+        assert _meta(page).resource_version == _meta(first).resource_version
         seen.extend(page.items)
-        token = page.metadata._continue
+        token = _meta(page)._continue
     # The list as it was at the first page: d still there, no c2, e with its old labels.
-    assert [p.metadata.name for p in seen] == ["c", "d", "e"]
+    assert _names(seen) == ["c", "d", "e"]
+    assert seen[-1].metadata is not None
     assert seen[-1].metadata.labels == {"tier": "train"}
     # A new list sees the writes.
     now = await core.list_namespaced_pod(namespace)
-    assert sorted(p.metadata.name for p in now.items) == ["a", "b", "c", "c2", "e"]
+    assert sorted(_names(now.items)) == ["a", "b", "c", "c2", "e"]
 
 
 async def test_a_selected_list_pages_without_remaining_item_count(
@@ -53,15 +64,16 @@ async def test_a_selected_list_pages_without_remaining_item_count(
     for index in range(6):
         await make_pod(name=f"p{index}", labels={"even": str(index % 2 == 0).lower()})
     plain = await core.list_namespaced_pod(namespace, limit=2)
-    assert plain.metadata.remaining_item_count == 4
+    assert _meta(plain).remaining_item_count == 4
 
-    names, token, pages = [], None, 0
+    names: list[str] = []
+    token, pages = None, 0
     while True:
         page = await core.list_namespaced_pod(namespace, limit=2, label_selector="even=true", _continue=token)
-        assert page.metadata.remaining_item_count is None  # store.go GetList: only `if pred.Empty()`
-        names.extend(p.metadata.name for p in page.items)
+        assert _meta(page).remaining_item_count is None  # store.go GetList: only `if pred.Empty()`
+        names.extend(_names(page.items))
         pages += 1
-        token = page.metadata._continue
+        token = _meta(page)._continue
         if not token:
             break
     assert names == ["p0", "p2", "p4"]
@@ -78,13 +90,15 @@ async def test_a_continue_token_past_compaction_is_410_with_a_token_to_finish(
     sim.compact_watch_history()
 
     with pytest.raises(aclient.ApiException) as caught:
-        await core.list_namespaced_pod(namespace, limit=1, _continue=first.metadata._continue)
+        await core.list_namespaced_pod(namespace, limit=1, _continue=_meta(first)._continue)
     assert caught.value.status == 410
-    body = json.loads(caught.value.body)  # the Status: its metadata.continue finishes the list inconsistently
+    body = json.loads(
+        caught.value.body or "{}"
+    )  # the Status: its metadata.continue finishes the list inconsistently
     assert body["reason"] == "Expired"
     assert "too old to display a consistent list result" in body["message"]
     rest = await core.list_namespaced_pod(namespace, _continue=body["metadata"]["continue"])
-    assert [p.metadata.name for p in rest.items] == ["b", "b2", "c"]  # current state, from where it was
+    assert _names(rest.items) == ["b", "b2", "c"]  # current state, from where it was
 
 
 async def test_continue_with_a_resource_version_is_refused(
@@ -95,7 +109,7 @@ async def test_continue_with_a_resource_version_is_refused(
     first = await core.list_namespaced_pod(namespace, limit=1)
     with pytest.raises(aclient.ApiException) as caught:
         await core.list_namespaced_pod(
-            namespace, limit=1, _continue=first.metadata._continue, resource_version="1"
+            namespace, limit=1, _continue=_meta(first)._continue, resource_version="1"
         )
     assert caught.value.status == 400
 
@@ -108,7 +122,8 @@ def test_a_page_reads_its_own_length_not_the_collection() -> None:
     store = Store(Catalog())
     for index in range(2_000):
         store.put(NODES, _node(f"node-{index:05d}"))
-    seen, token, pages = [], None, 0
+    seen: list[str] = []
+    token, pages = None, 0
     while True:
         page = paging.list_page(store, NODES, namespace=None, matches=None, limit=100, token=token)
         # The page plus the one key that tells whether more follow; never the 2,000.
