@@ -36,7 +36,8 @@ a scheduler, and controllers other than the disruption controller. There is no k
 Running when a test writes their status. A deleted pod bound to a node stays Terminating for its grace
 period times `grace_scale` (0.01: 30 s become 0.3 s), then a stand-in kubelet confirms the deletion as a
 real one does; with `grace_scale` 0 deleted pods go at once. Namespace deletion is immediate. Continue
-tokens page through current state, not a snapshot. Requests without credentials are served as the anonymous user (kubectl sends no bearer token
+tokens page through one snapshot, at the first page's resourceVersion, until the watch log no longer covers
+it (410 Expired, with a token to finish against current state: `paging`). Requests without credentials are served as the anonymous user (kubectl sends no bearer token
 over plain HTTP); a wrong token is 401.
 """
 

@@ -25,8 +25,10 @@ class ApiError(Exception):
         message: str,
         details: JsonObj | None = None,
         headers: Mapping[str, str] | None = None,
+        list_meta: JsonObj | None = None,
     ) -> None:
         super().__init__(message)
+        self.list_meta = dict(list_meta or {})  # Status.metadata: a 410's fresh `continue`, say
         self.code = code
         self.reason = reason
         self.message = message
@@ -37,7 +39,7 @@ class ApiError(Exception):
         body: JsonObj = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,

@@ -9,7 +9,6 @@ Table when kubectl asks for one.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 from collections.abc import Mapping
@@ -19,8 +18,9 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from app.sim.kubeapi import discovery, errors, eviction, tables, watch
+from app.sim.kubeapi import discovery, errors, eviction, paging, tables, watch
 from app.sim.kubeapi.errors import ApiError
+from app.sim.kubeapi.registry import selection
 from app.sim.kubeapi.requestinfo import MediaChoice, RequestInfo, negotiate, parse_path, verb_of
 from app.sim.kubeapi.resources import PODS, REVIEW_TYPES, TOKENREVIEWS, JsonObj, Ref, ResourceType
 from app.sim.kubeapi.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
@@ -272,46 +272,29 @@ def _selectors(call: Call) -> tuple[LabelSelector, FieldSelector]:
 
 def _list(call: Call) -> JsonObj:
     labels, fields = _selectors(call)
-    store = call.state.registry.store
-    items = call.state.registry.list(
-        call.rt, namespace=call.info.namespace or None, labels=labels, fields=fields
+    query = call.request.query
+    limit = query.get("limit", "")
+    page = paging.list_page(
+        call.state.registry.store,
+        call.rt,
+        namespace=call.info.namespace or None,
+        matches=selection(labels, fields),
+        limit=int(limit) if limit.isdigit() and int(limit) > 0 else None,
+        token=query.get("continue") or None,
+        resource_version=query.get("resourceVersion"),
     )
-    list_meta: JsonObj = {"resourceVersion": store.resource_version}
-    token = call.request.query.get("continue")
-    if token:
-        start = _decode_continue(token)
-        items = [o for o in items if _key(o) > start]
-    limit = call.request.query.get("limit", "")
-    if limit.isdigit() and 0 < int(limit) < len(items):
-        # Later pages read current state, not a snapshot: kube-apiserver's "inconsistent continue" semantics.
-        list_meta["remainingItemCount"] = len(items) - int(limit)
-        items = items[: int(limit)]
-        list_meta["continue"] = _encode_continue(_key(items[-1]))
+    list_meta = page.list_meta()
     if call.media.table_version:
-        return _table(call, items, list_meta={k: v for k, v in list_meta.items() if k != "resourceVersion"})
-    stripped = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in items]
+        return _table(
+            call, page.items, list_meta={k: v for k, v in list_meta.items() if k != "resourceVersion"}
+        )
+    stripped = [{k: v for k, v in o.items() if k not in ("kind", "apiVersion")} for o in page.items]
     return {
         "kind": f"{call.rt.kind}List",
         "apiVersion": call.rt.api_version,
         "metadata": list_meta,
         "items": stripped,
     }
-
-
-def _key(obj: JsonObj) -> tuple[str, str]:
-    return (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-
-
-def _encode_continue(key: tuple[str, str]) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"after": list(key)}).encode()).decode()
-
-
-def _decode_continue(token: str) -> tuple[str, str]:
-    try:
-        after = json.loads(base64.urlsafe_b64decode(token.encode()))["after"]
-        return (str(after[0]), str(after[1]))
-    except (ValueError, KeyError, IndexError, TypeError) as error:
-        raise errors.bad_request(f"continue key is not valid: {token}") from error
 
 
 def _table(call: Call, objects: list[JsonObj], *, list_meta: JsonObj | None = None) -> JsonObj:

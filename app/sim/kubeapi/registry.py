@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from app.sim.kubeapi import controllers, deletion, errors, jobs, kueue, microtime, strategies
@@ -63,15 +64,8 @@ class Registry:
     def list(
         self, rt: ResourceType, *, namespace: str | None, labels: LabelSelector, fields: FieldSelector
     ) -> list[JsonObj]:
-        found = []
-        for obj in self.store.items(rt, namespace=namespace):
-
-            def read(label: str, obj: JsonObj = obj) -> str:
-                return field_value(obj, label)
-
-            if labels.matches(obj["metadata"].get("labels")) and fields.matches(read):
-                found.append(obj)
-        return found
+        matches = selection(labels, fields)
+        return [o for o in self.store.items(rt, namespace=namespace) if matches is None or matches(o)]
 
     # -- create --------------------------------------------------------------------------------------------
 
@@ -278,3 +272,16 @@ class Registry:
     def _after_write(self, rt: ResourceType, namespace: str) -> None:
         self.disruption.observe(rt, namespace)
         self.kueue.observe(rt, namespace)
+
+
+def selection(labels: LabelSelector, fields: FieldSelector) -> Callable[[JsonObj], bool] | None:
+    """The predicate a list applies to each object; None when neither selector selects anything out."""
+    if labels.empty and not fields.terms:
+        return None
+
+    def matches(obj: JsonObj) -> bool:
+        return labels.matches(obj["metadata"].get("labels")) and fields.matches(
+            lambda label: field_value(obj, label)
+        )
+
+    return matches

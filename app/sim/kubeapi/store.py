@@ -9,7 +9,8 @@ the event loop. Semantics (validation, preconditions, status rules) live in `reg
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 from app.sim.kubeapi.errors import not_found
@@ -48,6 +49,9 @@ class Store:
         self.watch_log = watch_log or WatchLog()
         self.clock = clock
         self._objects: dict[str, dict[tuple[str, str], JsonObj]] = {rt.key(): {} for rt in catalog}
+        # Each table's keys kept sorted on write, as etcd keeps its keyspace ordered, so a page of a list
+        # starts by bisecting to its continue key instead of sorting the collection (`paging.py`).
+        self._keys: dict[str, list[tuple[str, str]]] = {rt.key(): [] for rt in catalog}
         self._rv = 0
         self._random = random.Random(seed)  # noqa: S311 - reproducible uids and names; not security
 
@@ -78,18 +82,49 @@ class Store:
 
     def items(self, rt: ResourceType, *, namespace: str | None = None) -> list[JsonObj]:
         """Objects in key order (namespace, name), as etcd lists them."""
-        table = self._objects[rt.key()]
-        keys = sorted(k for k in table if namespace is None or not rt.namespaced or k[0] == namespace)
-        return [table[k] for k in keys]
+        return [obj for _, obj in self.scan(rt, namespace=namespace)]
+
+    def scan(
+        self, rt: ResourceType, *, namespace: str | None = None, after: tuple[str, str] | None = None
+    ) -> Iterator[tuple[tuple[str, str], JsonObj]]:
+        """(key, object) in key order from just past `after`, within `namespace`; lazily, so a caller that
+        stops early pays only for what it read. Not to be resumed across a write to the same resource."""
+        keys, table = self._keys[rt.key()], self._objects[rt.key()]
+        scoped = namespace if rt.namespaced else None
+        start = bisect_right(keys, after) if after is not None else 0
+        if scoped is not None:
+            start = max(start, bisect_left(keys, (scoped, "")))
+        for index in range(start, len(keys)):
+            key = keys[index]
+            if scoped is not None and key[0] != scoped:
+                return
+            yield key, table[key]
+
+    def count_after(self, rt: ResourceType, *, namespace: str | None, after: tuple[str, str]) -> int:
+        """How many keys sort after `after` (within `namespace`), by bisection: etcd's range count."""
+        keys = self._keys[rt.key()]
+        if namespace is None or not rt.namespaced:
+            return len(keys) - bisect_right(keys, after)
+        end = bisect_left(keys, (namespace + "\x00", ""))
+        return max(0, end - max(bisect_right(keys, after), bisect_left(keys, (namespace, ""))))
+
+    def key_of(self, rt: ResourceType, obj: JsonObj) -> tuple[str, str]:
+        meta = obj["metadata"]
+        return (meta.get("namespace", "") if rt.namespaced else "", meta["name"])
+
+    def has(self, rt: ResourceType, key: tuple[str, str]) -> bool:
+        return key in self._objects[rt.key()]
 
     def put(self, rt: ResourceType, obj: JsonObj) -> JsonObj:
         """Store a fresh object under a new resourceVersion and return it."""
         self._rv += 1
         meta = obj.setdefault("metadata", {})
         meta["resourceVersion"] = str(self._rv)
-        key = (meta.get("namespace", "") if rt.namespaced else "", meta["name"])
+        key = self.key_of(rt, obj)
         table = self._objects[rt.key()]
         old = table.get(key)
+        if old is None:
+            insort(self._keys[rt.key()], key)
         table[key] = obj
         self.watch_log.record(rt.key(), Change(self._rv, ADDED if old is None else MODIFIED, obj, old))
         return obj
@@ -101,6 +136,8 @@ class Store:
             raise not_found(ref.rt, ref.name)
         self._rv += 1
         gone = table.pop(ref.key)
+        keys = self._keys[ref.rt.key()]
+        del keys[bisect_left(keys, ref.key)]
         # The DELETED event carries the object as it last was, at the deletion's resourceVersion (etcd3
         # watcher.go stamps a deleted object with the revision of its delete).
         last = {**gone, "metadata": {**gone["metadata"], "resourceVersion": str(self._rv)}}

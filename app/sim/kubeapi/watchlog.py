@@ -97,9 +97,14 @@ class WatchLog:
         window = self._window(key)
         if rv < window.floor:
             raise Expired(rv, window.floor)
-        if not window.changes or window.changes[-1].rv <= rv:
-            return []
-        return [c for c in window.changes if c.rv > rv]
+        # From the newest back, so a caller a few writes behind (a list's later page) pays for those only.
+        newer: list[Change] = []
+        for change in reversed(window.changes):
+            if change.rv <= rv:
+                break
+            newer.append(change)
+        newer.reverse()
+        return newer
 
     async def changed(self, within_s: float) -> None:
         """Return after the next change anywhere, or after `within_s` seconds."""
