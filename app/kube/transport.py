@@ -14,21 +14,33 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import aiohttp
 from kubernetes.aio import client as k8s
 
-from app.kube import retries
+from app.kube import errors, retries
 from app.kube.ratelimit import Clock, Sleep, TokenBucket, loop_clock
 from app.kube.responses import JsonObj, Request, request_json
 from app.kube.retries import RetryPolicy
 
+log = logging.getLogger(__name__)
+
 COMPONENT = "sickbay"  # the field manager and Event source of every write
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+LIST_RESTARTS = 2  # a list that expires again while starting over meets a churn no retry outruns
 Page = Callable[[str | None], Awaitable[aiohttp.ClientResponse]]
+
+
+class _ContinueExpired(Exception):
+    """A later page of a list was refused 410: its snapshot is gone (the first page's 410 is not this)."""
+
+    def __init__(self, error: errors.KubeError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class Transport:
@@ -108,11 +120,36 @@ class Transport:
         return response.response  # type: ignore[no-any-return]
 
     async def list_all(self, what: str, page: Page) -> list[JsonObj]:
-        """All items of a list, page by page (each page is one request, paced and retried on its own)."""
+        """All items of a list, page by page (each page is one request, paced and retried on its own).
+
+        Every page reads the first page's snapshot; once the server's history no longer holds it, a later
+        page is refused with 410 Expired. The list then starts over, as client-go's pager does
+        (tools/pager/pager.go, `FullListIfExpired`), but still in pages: a single unpaged list of a
+        100,000-pod fleet is the load paging exists to avoid. Never the error's own continue token: it
+        finishes against current state, so the pages would not be one consistent list."""
+        restarts = 0
+        while True:
+            try:
+                return await self._pages(what, page)
+            except _ContinueExpired as expired:
+                if restarts >= LIST_RESTARTS:
+                    raise expired.error from expired
+                restarts += 1
+                exc = expired.error
+                log.warning(
+                    "%s: continue token expired mid-list (%s); listing again from the start", what, exc
+                )
+
+    async def _pages(self, what: str, page: Page) -> list[JsonObj]:
         items: list[JsonObj] = []
         token: str | None = None
         while True:
-            body = await self.send(what, functools.partial(page, token))
+            try:
+                body = await self.send(what, functools.partial(page, token))
+            except errors.KubeError as exc:
+                if token is not None and exc.status == 410:
+                    raise _ContinueExpired(exc) from exc
+                raise
             items.extend(item for item in body.get("items") or [] if isinstance(item, dict))
             token = (body.get("metadata") or {}).get("continue") or None
             if not token:
