@@ -58,6 +58,8 @@ async def test_the_shipped_model_loads_scores_and_starts_in_shadow(
     metrics = await (await client.get("/metrics")).text()
     assert 'sickbay_predict_shadow{reason="unvalidated"} 1.0' in metrics
 
+    # The raw path, fed from the held-out fleet's last day instead of a Prometheus.
+    scoring.service.read_features = None
     scoring.service.read_recent = lambda now: pd.DataFrame(recent)
     await scoring.score_once()
     assert scoring.last is not None
