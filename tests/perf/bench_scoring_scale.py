@@ -1,0 +1,429 @@
+"""Scoring at fleet scale, full 7-day look-back: the recording rules' path vs the raw path, and the rules' cost.
+
+Real Prometheus, real TSDB blocks (promtool), the shipped model (`models/`), and each Sickbay cycle in its own
+process (`ScoringService` with `recorded_reader.FeatureReader`, as `sickbay serve` builds it; one scoring
+thread), so its peak RSS (`ru_maxrss`) is its own. A cold cycle at `now`, then a warm one a step later.
+
+- **Raw path** (`--raw-nodes`, default 50 and 125 nodes x 8 GPUs): a synthetic history (`bench_scoring.
+  synthesise`, no exporter gaps) of the whole week plus what the rules reach back, backfilled; Prometheus has no
+  recorded series, so the reader reads the 7-day look-back raw. At the same sizes, each rule's expression is
+  evaluated at `now` as an instant query with `stats=all` (the engine's time and samples, what one rule
+  evaluation costs), then promtool backfills the rules over the instants Sickbay reads
+  (`promtool tsdb create-blocks-from rules`, a level at a time), Prometheus restarts with those blocks, and the
+  same fleet is scored on the recorded path: the recorded-vs-raw ratio at the same size.
+- **Recorded path** (`--nodes`, default 1,000 / 2,000 / 5,000 / 10,000): the fleet is copies of the largest
+  raw-path fleet (`scoring_scale_fleet`), and Prometheus holds what the recorded path reads at `now`: the short
+  raw window (`recorded_features.SHORT_WINDOW_S` plus the sustain tail) and the recorded series over the
+  instants read. The recorded series are NOT evaluated by Prometheus at these sizes: they are the base fleet's,
+  evaluated by promtool over the base's raw week and copied to each renamed GPU (the rules are per GPU, so
+  the values are the ones the rules would give; `--verify` checks that at the smallest size against
+  promtool's evaluation over the copied fleet's own raw week, and `tests/unit` runs it in `--quick`).
+  A rule whose inputs Prometheus holds at that size is evaluated there too; one that reads the raw week
+  is reported from the raw-path sizes, per GPU, since its cost grows with the GPUs it reads.
+
+Every GPU is regular (a full week, no resets, no gaps): the recorded path's case. A host that is not is read
+raw over the look-back on the recorded path (`recorded_reader`), at the raw path's per-host cost.
+
+    python -m tests.perf scoring_scale                         # via the runner, like `make bench`
+    python -m tests.perf.bench_scoring_scale --quick --verify  # 2-node base, 4 nodes: a smoke run
+    python -m tests.perf.bench_scoring_scale --raw-nodes 25 --nodes 100 --budget-s 900
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+
+from app.predict import features, prometheus, recorded_features, recorded_reader, service
+from app.predict import recorded_rules as rr
+from app.sim.fleet import backfill
+from tests.perf import bench_scoring, machine
+from tests.perf import scoring_scale_fleet as fleet
+from tests.perf import scoring_scale_rules as rules
+from tests.perf.scoring_scale_report import render
+from tests.prom import EMPTY_CONFIG, instant_query, lookback_delta, running_prometheus
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = REPO / "out" / "bench" / "scoring_scale.json"
+MODELS = REPO / "models"
+PROMETHEUS = Path("/usr/bin/prometheus")
+SIZES = (1000, 2000, 5000, 10000)
+RAW_SIZES = (50, 125)
+QUICK_SIZES, QUICK_RAW = (4,), (2,)
+STEP_S = bench_scoring.STEP_S
+START = bench_scoring.START
+LOOKBACK_S = 7 * 86400.0
+GPUS = bench_scoring.GPUS_PER_NODE
+
+
+# -- one measured process -------------------------------------------------------------------------------
+
+
+def child_main(args: argparse.Namespace) -> None:
+    """A cold then a warm cycle in this process; one JSON line with the figures."""
+    settings = prometheus.ReaderSettings(url=args.url, step_s=STEP_S, lookback_s=LOOKBACK_S)
+    queries = [0]
+    query_range = prometheus.Reader.query_range
+
+    def counted(self: prometheus.Reader, *a: Any, **k: Any) -> Any:
+        queries[0] += 1
+        return query_range(self, *a, **k)
+
+    prometheus.Reader.query_range = counted  # type: ignore[method-assign]  # every reader the path makes
+    reader = recorded_reader.FeatureReader(prometheus.Reader(settings))
+    seen: list[recorded_reader.FeatureRead] = []
+    read_s = [0.0]
+
+    def read(now: datetime, tail_s: float) -> recorded_reader.FeatureRead:
+        started = time.perf_counter()
+        out = reader.read(now, tail_s)
+        read_s[0] += time.perf_counter() - started
+        seen.append(out)
+        return out
+
+    scoring = service.ScoringService(models_dir=args.models, read_features=read, threads=1)
+    if scoring.reload() is None:
+        raise SystemExit(f"no usable model in {args.models}")
+    out: dict[str, Any] = {}
+    for name, at in (("cold", args.now), ("warm", args.now + STEP_S)):
+        queries[0], read_s[0] = 0, 0.0
+        started = time.perf_counter()
+        cycle = scoring.run_once(datetime.fromtimestamp(at, UTC))
+        seconds = time.perf_counter() - started
+        if cycle.status is not service.CycleStatus.SCORED or cycle.scores is None:
+            raise SystemExit(f"{name} cycle not scored: {cycle.status} {cycle.reason}")
+        got = seen[-1]
+        metrics = [m for m in got.frame.columns if m in set(features.SOURCE_METRICS) | set(features.ALIASES)]
+        out[name] = {
+            "seconds": seconds,
+            "read_s": read_s[0],
+            "score_s": seconds - read_s[0],
+            "queries": queries[0],
+            "path": got.path,
+            "raw_hosts": got.raw_hosts,
+            "window_samples": int(got.frame[metrics].notna().to_numpy().sum()) if metrics else 0,
+            "gpus": len(cycle.scores.gpus),
+            "nodes": len(cycle.scores.nodes),
+            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
+    print(json.dumps(out))
+
+
+def run_child(url: str, *, now: float, args: argparse.Namespace) -> dict[str, Any]:
+    command = [sys.executable, "-m", "tests.perf.bench_scoring_scale", "--child", "--url", url]
+    command += ["--now", repr(now), "--models", str(args.models)]
+    done = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, check=False, timeout=args.child_timeout_s
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"measurement failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- Prometheus over a TSDB -----------------------------------------------------------------------------
+
+
+class Served:
+    """Prometheus over `tsdb`, restartable (to load blocks written while it ran), with its peak RSS."""
+
+    def __init__(self, tsdb: Path, *, args: argparse.Namespace, at: float) -> None:
+        self.tsdb, self.args, self.at = tsdb, args, at
+        self.config = tsdb.parent / "prometheus.yml"
+        self.config.write_text(EMPTY_CONFIG)
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.peak_rss_mib = 0.0
+        self._context: Any = None
+
+    def __enter__(self) -> Served:
+        flags = (f"--query.lookback-delta={lookback_delta(STEP_S)}", "--storage.tsdb.max-block-duration=2h")
+        self._context = running_prometheus(
+            self.args.prometheus, data=self.tsdb, config=self.config, port=self.port, extra=flags
+        )
+        self.url = self._context.__enter__()
+        probe = f"count({features.GPU_TEMP})"
+        deadline = time.monotonic() + 60
+        while not instant_query(self.url, probe, at=self.at):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the backfilled blocks never became queryable")
+            time.sleep(0.2)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sample_rss()
+        self._context.__exit__(None, None, None)
+
+    def sample_rss(self) -> float:
+        """Prometheus' own resident memory now (`process_resident_memory_bytes`), kept as the peak."""
+        import urllib.request  # noqa: PLC0415
+
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith("process_resident_memory_bytes "):
+                    self.peak_rss_mib = max(self.peak_rss_mib, float(line.split()[1]) / 2**20)
+        return self.peak_rss_mib
+
+    def load(self, blocks: Path) -> None:
+        """Move promtool's blocks into the TSDB and restart, so they are queried."""
+        self.__exit__()
+        for block in blocks.iterdir():
+            if block.is_dir():
+                shutil.move(str(block), self.tsdb / block.name)
+        self.__enter__()
+
+
+def _free_port() -> int:
+    import socket  # noqa: PLC0415
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- the plan -------------------------------------------------------------------------------------------
+
+
+class Plan:
+    """The instants, windows and rules of a run (all from the model card and `recorded_rules`)."""
+
+    def __init__(self, models: Path) -> None:
+        card = json.loads((models / _current(models) / "card.json").read_text())
+        self.tail_s = float(card["sustain_s"])
+        self.rules = rules.specs()
+        # The instants the recorded path reads, `READ_WINDOW` back, for the cold and the warm cycle.
+        self.read_from_rel = -(math.floor(self.tail_s / STEP_S) * STEP_S) - rules.duration_s(rr.READ_WINDOW)
+        starts = rules.needed_starts(self.rules, read=dict.fromkeys(rr.RECORDS, self.read_from_rel))
+        self.starts_rel = {k: _grid(v) for k, v in starts.items() if k != rules.RAW}
+        raw_from = min(starts.get(rules.RAW, 0.0), -LOOKBACK_S)
+        self.steps = int(-raw_from // STEP_S) + 3  # from there to `now`, and the warm cycle's step
+        self.now = START + STEP_S * (self.steps - 2)
+        short = recorded_features.SHORT_WINDOW_S + math.ceil(self.tail_s / STEP_S) * STEP_S + STEP_S
+        self.short_from = self.now - short - STEP_S
+
+    @property
+    def end(self) -> float:
+        return self.now + STEP_S
+
+    def starts(self) -> dict[str, float]:
+        return {k: self.now + v for k, v in self.starts_rel.items()}
+
+
+def _current(models: Path) -> str:
+    return str(json.loads((models / "CURRENT.json").read_text())["current"])
+
+
+def _grid(t: float) -> float:
+    return math.floor(t / STEP_S) * STEP_S
+
+
+def rule_costs(url: str, plan: Plan, *, held_raw_from: float, held: dict[str, float]) -> dict[str, Any]:
+    """Each rule whose inputs Prometheus holds, evaluated at `now`; the others named, with why not."""
+    costs, skipped = [], {}
+    for rule in plan.rules:
+        needs = plan.now - rule.reach_s
+        if rule.raw and needs < held_raw_from:
+            skipped[rule.record] = f"reads {rule.reach_s / 3600:g} h raw"
+            continue
+        short = [d for d in rule.deps if held.get(d, math.inf) > needs]
+        if short:
+            skipped[rule.record] = f"reads {', '.join(short)} further back than held"
+            continue
+        costs.append(asdict(rules.evaluate(url, rule, at=plan.now)))
+    return {"rules": costs, "not_evaluated": skipped}
+
+
+def record_levels(served: Served, plan: Plan, work: Path, args: argparse.Namespace) -> float:
+    """promtool evaluates every rule over the instants needed, a level at a time; the seconds it took."""
+    seconds = 0.0
+    starts = plan.starts()
+    for level in sorted({r.level for r in plan.rules}):
+        members = [r for r in plan.rules if r.level == level]
+        path = rules.rule_file(members, work / f"rules-level{level}.yaml")
+        out = work / f"recorded-level{level}"
+        start = min(starts[r.record] for r in members)
+        seconds += rules.backfill_level(
+            args.promtool, url=served.url, rules_path=path, start=start, end=plan.end + 1, out_dir=out
+        )
+        served.load(out)
+    return seconds
+
+
+# -- the sizes ------------------------------------------------------------------------------------------
+
+
+def run_raw_size(nodes: int, *, plan: Plan, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The raw week at `nodes`: raw cycle, the rules' cost, promtool's recorded series, recorded cycle."""
+    dataset = work / "dataset"
+    bench_scoring.synthesise(dataset, nodes=nodes, steps=plan.steps, seed=0, gap_share=0.0)
+    fill = backfill.backfill(dataset, work / "tsdb", promtool=args.promtool)
+    row: dict[str, Any] = {"nodes": nodes, "gpus": nodes * GPUS, "kind": "raw week", "backfill": _fill(fill)}
+    with Served(work / "tsdb", args=args, at=plan.now) as served:
+        row["raw"] = run_child(served.url, now=plan.now, args=args)
+        row["promtool_rules_s"] = record_levels(served, plan, work, args)
+        # After promtool, so a rule that reads another rule's series finds them as Prometheus would.
+        row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=plan.starts())
+        row["recorded"] = run_child(served.url, now=plan.now, args=args)
+        row["export"] = fleet.export(served.url, plan.starts(), end=plan.end, step_s=STEP_S)
+        row["prometheus_rss_mib"] = served.sample_rss()
+    return row
+
+
+def run_recorded_size(
+    nodes: int, *, base: dict[str, Any], plan: Plan, args: argparse.Namespace, work: Path
+) -> dict[str, Any]:
+    """Copies of the base fleet holding what the recorded path reads: recorded cycle, what rules it can."""
+    copies = nodes // base["nodes"]
+    rows = fleet.tile_dataset(work.parent / "base" / "dataset", work / "dataset", copies=copies,
+                              base=base["nodes"], since=plan.short_from)
+    jobs = 1 if rows * len(features.SOURCE_METRICS) / (plan.now - plan.short_from) * 7200 > 20e6 else 2
+    fill = backfill.backfill(work / "dataset", work / "tsdb", promtool=args.promtool, jobs=jobs)
+    shutil.rmtree(work / "dataset")
+    started = time.perf_counter()
+    text = work / "recorded.om"
+    recorded = fleet.write_copies(base["export"], text, copies=copies, base=base["nodes"])
+    subprocess.run(
+        [str(args.promtool), "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(text), str(work / "tsdb")],
+        check=True, capture_output=True,
+    )
+    text.unlink()
+    row: dict[str, Any] = {
+        "nodes": nodes,
+        "gpus": nodes * GPUS,
+        "kind": f"{copies} copies of {base['nodes']}",
+        "backfill": {**_fill(fill), "recorded_samples": recorded, "recorded_s": time.perf_counter() - started},
+    }
+    held = plan.starts()
+    with Served(work / "tsdb", args=args, at=plan.now) as served:
+        row["recorded"] = run_child(served.url, now=plan.now, args=args)
+        row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=held)
+        if args.verify and copies > 1:
+            row["verify"] = verify(served.url, nodes, base=base, plan=plan, args=args, work=work)
+        row["prometheus_rss_mib"] = served.sample_rss()
+    return row
+
+
+def verify(url: str, nodes: int, *, base: dict[str, Any], plan: Plan, args: argparse.Namespace,
+           work: Path) -> dict[str, Any]:
+    """The copied recorded series against promtool's evaluation of the rules over the copied fleet's week."""
+    copied = fleet.export(url, plan.starts(), end=plan.end, step_s=STEP_S)
+    check = work / "verify"
+    fleet.tile_dataset(work.parent / "base" / "dataset", check / "dataset", copies=nodes // base["nodes"],
+                       base=base["nodes"], since=-math.inf)
+    backfill.backfill(check / "dataset", check / "tsdb", promtool=args.promtool)
+    with Served(check / "tsdb", args=args, at=plan.now) as served:
+        record_levels(served, plan, check, args)
+        evaluated = fleet.export(served.url, plan.starts(), end=plan.end, step_s=STEP_S)
+    shutil.rmtree(check)
+    return {**fleet.compare(evaluated, copied), "series": len(evaluated)}
+
+
+def _fill(fill: backfill.BackfillStats) -> dict[str, Any]:
+    return {"samples": fill.samples, "seconds": fill.elapsed_s, "bytes_per_sample": fill.bytes_per_sample,
+            "start": fill.start, "end": fill.end}
+
+
+# -- the run --------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench_scoring_scale", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--nodes", type=int, action="append", help="recorded-path size (repeatable)")
+    parser.add_argument("--raw-nodes", type=int, action="append", help="raw-week size (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="a 2-node base and 4 nodes: a smoke run")
+    parser.add_argument("--verify", action="store_true", help="check the copied recorded series (smallest size)")
+    parser.add_argument("--budget-s", type=float, default=math.inf, help="start no size after this long")
+    parser.add_argument("--child-timeout-s", type=float, default=3600.0)
+    parser.add_argument("--models", type=Path, default=MODELS)
+    parser.add_argument("--prometheus", type=Path, default=PROMETHEUS)
+    parser.add_argument("--promtool", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--now", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args(list(argv))
+    if args.quick:
+        args.nodes = args.nodes or list(QUICK_SIZES)
+        args.raw_nodes = args.raw_nodes or list(QUICK_RAW)
+    args.nodes = sorted(args.nodes or SIZES)
+    args.raw_nodes = sorted(args.raw_nodes or RAW_SIZES)
+    args.promtool = backfill.find_promtool(args.promtool)
+    base = args.raw_nodes[-1]
+    if not args.child and any(n % base for n in args.nodes):
+        parser.error(f"every --nodes must be a multiple of the largest --raw-nodes ({base})")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> Group:
+    args = parse_args(argv or [])
+    if not args.prometheus.exists():
+        raise SystemExit(f"{args.prometheus} is missing (Debian package `prometheus`)")
+    load_at_start = os.getloadavg()
+    plan = Plan(args.models)
+    started = time.perf_counter()
+    report: dict[str, Any] = {
+        "benchmark": "scoring_scale",
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine.describe(load_at_start),
+        "config": {"lookback_s": LOOKBACK_S, "step_s": STEP_S, "gpus_per_node": GPUS, "tail_s": plan.tail_s,
+                   "history_steps": plan.steps, "short_window_s": plan.now - plan.short_from,
+                   "rules": len(plan.rules), "levels": len({r.level for r in plan.rules})},
+        "rows": [],
+        "not_run": [],
+    }
+    base: dict[str, Any] | None = None
+    with tempfile.TemporaryDirectory(prefix="sickbay-bench-scale-") as tmp:
+        sizes = [("raw", n) for n in args.raw_nodes] + [("recorded", n) for n in args.nodes]
+        for kind, nodes in sizes:
+            if time.perf_counter() - started > args.budget_s:
+                report["not_run"].append({"kind": kind, "nodes": nodes, "why": f"time budget {args.budget_s:g} s spent"})
+                continue
+            work = Path(tmp) / ("base" if kind == "raw" and nodes == args.raw_nodes[-1] else f"{kind}-{nodes}")
+            try:
+                if kind == "raw":
+                    row = run_raw_size(nodes, plan=plan, args=args, work=work)
+                    base = row if work.name == "base" else base
+                else:
+                    assert base is not None
+                    row = run_recorded_size(nodes, base=base, plan=plan, args=args, work=work)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                report["not_run"].append({"kind": kind, "nodes": nodes, "why": f"failed: {exc}"[:600]})
+                print(f"  {kind} {nodes}: failed: {exc}", file=sys.stderr)
+                continue
+            finally:
+                if work.name != "base":
+                    shutil.rmtree(work, ignore_errors=True)
+            report["rows"].append({k: v for k, v in row.items() if k != "export"})
+            print(f"  {kind} {nodes:,} nodes done at {time.perf_counter() - started:.0f}s", file=sys.stderr)
+            _write(args.out, report)
+    report["load_at_end"] = os.getloadavg()
+    _write(args.out, report)
+    return render(report, out=args.out)
+
+
+def _write(path: Path, report: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    _args = parse_args(sys.argv[1:])
+    if _args.child:
+        child_main(_args)
+    else:
+        (Console() if sys.stdout.isatty() else Console(width=180)).print(main(sys.argv[1:]))
