@@ -249,12 +249,17 @@ def rule_costs(url: str, plan: Plan, *, held_raw_from: float, held: dict[str, fl
 
 
 def record_levels(served: Served, plan: Plan, work: Path, args: argparse.Namespace) -> float:
-    """promtool evaluates every rule over the instants needed, a level at a time; the seconds it took."""
+    """promtool evaluates every rule over the instants needed, a level at a time; the seconds it took.
+
+    The rule files are at the same path in every run: Prometheus (and promtool) evaluate a group at an
+    offset within its interval hashed from the group's name and file (`Group.EvalTimestamp`,
+    prometheus/prometheus rules/group.go), so the same path gives the same instants, hence equal values."""
     seconds = 0.0
     starts = plan.starts()
+    args.rules_dir.mkdir(parents=True, exist_ok=True)
     for level in sorted({r.level for r in plan.rules}):
         members = [r for r in plan.rules if r.level == level]
-        path = rules.rule_file(members, work / f"rules-level{level}.yaml")
+        path = rules.rule_file(members, args.rules_dir / f"level{level}.yaml")
         out = work / f"recorded-level{level}"
         start = min(starts[r.record] for r in members)
         seconds += rules.backfill_level(
@@ -289,8 +294,13 @@ def run_recorded_size(
 ) -> dict[str, Any]:
     """Copies of the base fleet holding what the recorded path reads: recorded cycle, what rules it can."""
     copies = nodes // base["nodes"]
-    rows = fleet.tile_dataset(work.parent / "base" / "dataset", work / "dataset", copies=copies,
-                              base=base["nodes"], since=plan.short_from)
+    rows = fleet.tile_dataset(
+        work.parent / "base" / "dataset",
+        work / "dataset",
+        copies=copies,
+        base=base["nodes"],
+        since=plan.short_from,
+    )
     jobs = 1 if rows * len(features.SOURCE_METRICS) / (plan.now - plan.short_from) * 7200 > 20e6 else 2
     fill = backfill.backfill(work / "dataset", work / "tsdb", promtool=args.promtool, jobs=jobs)
     shutil.rmtree(work / "dataset")
@@ -298,15 +308,28 @@ def run_recorded_size(
     text = work / "recorded.om"
     recorded = fleet.write_copies(base["export"], text, copies=copies, base=base["nodes"])
     subprocess.run(
-        [str(args.promtool), "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(text), str(work / "tsdb")],
-        check=True, capture_output=True,
+        [
+            str(args.promtool),
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "--quiet",
+            str(text),
+            str(work / "tsdb"),
+        ],
+        check=True,
+        capture_output=True,
     )
     text.unlink()
     row: dict[str, Any] = {
         "nodes": nodes,
         "gpus": nodes * GPUS,
         "kind": f"{copies} copies of {base['nodes']}",
-        "backfill": {**_fill(fill), "recorded_samples": recorded, "recorded_s": time.perf_counter() - started},
+        "backfill": {
+            **_fill(fill),
+            "recorded_samples": recorded,
+            "recorded_s": time.perf_counter() - started,
+        },
     }
     held = plan.starts()
     with Served(work / "tsdb", args=args, at=plan.now) as served:
@@ -318,13 +341,19 @@ def run_recorded_size(
     return row
 
 
-def verify(url: str, nodes: int, *, base: dict[str, Any], plan: Plan, args: argparse.Namespace,
-           work: Path) -> dict[str, Any]:
+def verify(
+    url: str, nodes: int, *, base: dict[str, Any], plan: Plan, args: argparse.Namespace, work: Path
+) -> dict[str, Any]:
     """The copied recorded series against promtool's evaluation of the rules over the copied fleet's week."""
     copied = fleet.export(url, plan.starts(), end=plan.end, step_s=STEP_S)
     check = work / "verify"
-    fleet.tile_dataset(work.parent / "base" / "dataset", check / "dataset", copies=nodes // base["nodes"],
-                       base=base["nodes"], since=-math.inf)
+    fleet.tile_dataset(
+        work.parent / "base" / "dataset",
+        check / "dataset",
+        copies=nodes // base["nodes"],
+        base=base["nodes"],
+        since=-math.inf,
+    )
     backfill.backfill(check / "dataset", check / "tsdb", promtool=args.promtool)
     with Served(check / "tsdb", args=args, at=plan.now) as served:
         record_levels(served, plan, check, args)
@@ -334,8 +363,13 @@ def verify(url: str, nodes: int, *, base: dict[str, Any], plan: Plan, args: argp
 
 
 def _fill(fill: backfill.BackfillStats) -> dict[str, Any]:
-    return {"samples": fill.samples, "seconds": fill.elapsed_s, "bytes_per_sample": fill.bytes_per_sample,
-            "start": fill.start, "end": fill.end}
+    return {
+        "samples": fill.samples,
+        "seconds": fill.elapsed_s,
+        "bytes_per_sample": fill.bytes_per_sample,
+        "start": fill.start,
+        "end": fill.end,
+    }
 
 
 # -- the run --------------------------------------------------------------------------------------------
@@ -346,7 +380,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--nodes", type=int, action="append", help="recorded-path size (repeatable)")
     parser.add_argument("--raw-nodes", type=int, action="append", help="raw-week size (repeatable)")
     parser.add_argument("--quick", action="store_true", help="a 2-node base and 4 nodes: a smoke run")
-    parser.add_argument("--verify", action="store_true", help="check the copied recorded series (smallest size)")
+    parser.add_argument(
+        "--verify", action="store_true", help="check the copied recorded series (smallest size)"
+    )
     parser.add_argument("--budget-s", type=float, default=math.inf, help="start no size after this long")
     parser.add_argument("--child-timeout-s", type=float, default=3600.0)
     parser.add_argument("--models", type=Path, default=MODELS)
@@ -380,20 +416,32 @@ def main(argv: Sequence[str] | None = None) -> Group:
         "benchmark": "scoring_scale",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine.describe(load_at_start),
-        "config": {"lookback_s": LOOKBACK_S, "step_s": STEP_S, "gpus_per_node": GPUS, "tail_s": plan.tail_s,
-                   "history_steps": plan.steps, "short_window_s": plan.now - plan.short_from,
-                   "rules": len(plan.rules), "levels": len({r.level for r in plan.rules})},
+        "config": {
+            "lookback_s": LOOKBACK_S,
+            "step_s": STEP_S,
+            "gpus_per_node": GPUS,
+            "tail_s": plan.tail_s,
+            "history_steps": plan.steps,
+            "short_window_s": plan.now - plan.short_from,
+            "rules": len(plan.rules),
+            "levels": len({r.level for r in plan.rules}),
+        },
         "rows": [],
         "not_run": [],
     }
     base: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="sickbay-bench-scale-") as tmp:
+        args.rules_dir = Path(tmp) / "rules"
         sizes = [("raw", n) for n in args.raw_nodes] + [("recorded", n) for n in args.nodes]
         for kind, nodes in sizes:
             if time.perf_counter() - started > args.budget_s:
-                report["not_run"].append({"kind": kind, "nodes": nodes, "why": f"time budget {args.budget_s:g} s spent"})
+                report["not_run"].append(
+                    {"kind": kind, "nodes": nodes, "why": f"time budget {args.budget_s:g} s spent"}
+                )
                 continue
-            work = Path(tmp) / ("base" if kind == "raw" and nodes == args.raw_nodes[-1] else f"{kind}-{nodes}")
+            work = Path(tmp) / (
+                "base" if kind == "raw" and nodes == args.raw_nodes[-1] else f"{kind}-{nodes}"
+            )
             try:
                 if kind == "raw":
                     row = run_raw_size(nodes, plan=plan, args=args, work=work)

@@ -54,8 +54,11 @@ def tile_dataset(base_dir: Path, out_dir: Path, *, copies: int, base: int, since
     for c in range(copies):
         nodes = np.array([copy_node(str(n), c, base) for n in node_names], dtype=object)[node_codes]
         uuids = np.array([copy_uuid(str(u), c) for u in uuid_names], dtype=object)[uuid_codes]
-        parts.append(table.set_column(table.schema.get_field_index("node"), "node", pa.array(nodes))
-                     .set_column(table.schema.get_field_index("uuid"), "uuid", pa.array(uuids)))
+        parts.append(
+            table.set_column(table.schema.get_field_index("node"), "node", pa.array(nodes)).set_column(
+                table.schema.get_field_index("uuid"), "uuid", pa.array(uuids)
+            )
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     tiled = pa.concat_tables(parts)
     pq.write_table(tiled, out_dir / "timeseries.parquet", row_group_size=200_000)

@@ -133,7 +133,9 @@ def rule_file(rules: Sequence[RuleSpec], path: Path) -> Path:
     """A rule file with `rules`, in their groups (each group keeps its interval)."""
     out: dict[str, dict[str, Any]] = {}
     for rule in rules:
-        group = out.setdefault(rule.group, {"name": rule.group, "interval": f"{rule.interval_s:g}s", "rules": []})
+        group = out.setdefault(
+            rule.group, {"name": rule.group, "interval": f"{rule.interval_s:g}s", "rules": []}
+        )
         group["rules"].append({"record": rule.record, "expr": rule.expr})
     path.write_text(yaml.safe_dump({"groups": list(out.values())}, sort_keys=False, width=10_000))
     return path
