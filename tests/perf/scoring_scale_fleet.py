@@ -18,8 +18,8 @@ import json
 import re
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,11 +99,12 @@ def _label_text(labels: Iterable[tuple[str, str]], copy: int, base: int) -> str:
     for key, value in labels:
         if key == "__name__":
             continue
+        text = value
         if key == HOST or key in features.HOST_COLUMNS:
-            value = copy_node(value, copy, base)
+            text = copy_node(value, copy, base)
         elif key == "UUID":
-            value = copy_uuid(value, copy)
-        parts.append(f'{key}="{value}"')
+            text = copy_uuid(value, copy)
+        parts.append(f'{key}="{text}"')
     return ",".join(parts)
 
 

@@ -38,8 +38,10 @@ def test_reach_adds_the_range_the_subquery_and_the_offset() -> None:
 
 def test_levels_follow_which_rule_reads_which() -> None:
     specs = {s.record: s for s in rules.specs(TWO_LEVELS)}
-    assert specs["gpu:m:increase1h"].level == 0 and specs["gpu:m:increase1h"].raw
-    assert specs["gpu:m:increase7d"].level == 1 and not specs["gpu:m:increase7d"].raw
+    assert specs["gpu:m:increase1h"].level == 0
+    assert specs["gpu:m:increase1h"].raw
+    assert specs["gpu:m:increase7d"].level == 1
+    assert not specs["gpu:m:increase7d"].raw
     assert specs["gpu:m:increase7d"].deps == ("gpu:m:increase1h",)
     assert specs["gpu:m:increase7d"].interval_s == 3600
 
@@ -80,7 +82,8 @@ def test_copies_are_written_as_openmetrics_and_compared(tmp_path: Path) -> None:
     path = tmp_path / "copies.om"
     assert fleet.write_copies([base], path, copies=2, base=4) == 4
     text = path.read_text().splitlines()
-    assert text[0] == "# TYPE gpu:m:x unknown" and text[-1] == "# EOF"
+    assert text[0] == "# TYPE gpu:m:x unknown"
+    assert text[-1] == "# EOF"
     assert 'gpu:m:x{Hostname="gpu-node-00005",UUID="GPU-00010000000a-x",gpu="2"} 2 900' in text
     assert fleet.compare([base], [base]) == {"points": 2, "differ": 0, "max_abs_diff": 0.0, "records": {}}
     moved = fleet.Recorded(labels=base.labels, points=((600.0, "1.5"), (900.0, "2.5")))
@@ -101,13 +104,17 @@ def test_quick_run_measures_both_paths_and_the_copied_series_equal_promtools(tmp
     report = json.loads(out.read_text())
     assert report["not_run"] == []
     base, copied = report["rows"]
-    assert base["raw"]["cold"]["path"] == "raw" and base["recorded"]["cold"]["path"] == "recorded"
-    assert copied["recorded"]["cold"]["path"] == "recorded" and copied["recorded"]["cold"]["raw_hosts"] == 0
+    assert base["raw"]["cold"]["path"] == "raw"
+    assert base["recorded"]["cold"]["path"] == "recorded"
+    assert copied["recorded"]["cold"]["path"] == "recorded"
+    assert copied["recorded"]["cold"]["raw_hosts"] == 0
     assert copied["recorded"]["cold"]["gpus"] == 2 * base["recorded"]["cold"]["gpus"]
     # The recorded path reads the short window, the raw path the week.
     assert base["recorded"]["cold"]["window_samples"] < base["raw"]["cold"]["window_samples"] / 10
-    # Every rule evaluated where the week is held, none where only the short window is.
-    assert len(base["prometheus"]["rules"]) == len(rr.RECORDS) and not base["prometheus"]["not_evaluated"]
+    # Every rule evaluated where the week is held.
+    assert len(base["prometheus"]["rules"]) == len(rr.RECORDS)
+    assert not base["prometheus"]["not_evaluated"]
     assert all(c["samples"] > 0 for c in base["prometheus"]["rules"])
     check = copied["verify"]
-    assert check["points"] > 0 and check["differ"] == 0, check
+    assert check["points"] > 0
+    assert check["differ"] == 0, check
