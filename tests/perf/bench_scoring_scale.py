@@ -4,29 +4,31 @@ Real Prometheus, real TSDB blocks (promtool), the shipped model (`models/`), and
 process (`ScoringService` with `recorded_reader.FeatureReader`, as `sickbay serve` builds it; one scoring
 thread), so its peak RSS is its own (`VmHWM`: a child's `ru_maxrss` starts at its parent's, see `_peak_rss_mib`). A cold cycle at `now`, then a warm one a step later.
 
-- **Raw path** (`--raw-nodes`, default 50 and 125 nodes x 8 GPUs): a synthetic history (`bench_scoring.
+- **Raw path** (`--raw-nodes`, default 10 and 50 nodes x 8 GPUs): a synthetic history (`bench_scoring.
   synthesise`, no exporter gaps) of the whole week plus what the rules reach back, backfilled; Prometheus has no
-  recorded series, so the reader reads the 7-day look-back raw. At the same sizes, each rule's expression is
-  evaluated at `now` as an instant query with `stats=all` (the engine's time and samples, what one rule
-  evaluation costs), then promtool backfills the rules over the instants Sickbay reads
-  (`promtool tsdb create-blocks-from rules`, a level at a time), Prometheus restarts with those blocks, and the
-  same fleet is scored on the recorded path: the recorded-vs-raw ratio at the same size.
+  recorded series, so the reader reads the 7-day look-back raw. At the same sizes every rule's expression is
+  evaluated at `now` as an instant query with `stats=all` (the engine's time and samples: what one rule
+  evaluation costs), then the rules' series over the instants Sickbay reads are made (`record_on_grid`: each
+  expression as a range query on the 5-minute grid, a level at a time, written as blocks), Prometheus restarts
+  with them, and the same fleet is scored on the recorded path: recorded vs raw at the same size. At the first
+  size, `promtool tsdb create-blocks-from rules` (the rules as Prometheus schedules them, at the group's hashed
+  offset) is run first and scored too: the row that shows why the grid is needed (see `record_on_grid`).
 - **Recorded path** (`--nodes`, default 1,000 / 2,000 / 5,000 / 10,000): the fleet is copies of the largest
   raw-path fleet (`scoring_scale_fleet`), and Prometheus holds what the recorded path reads at `now`: the short
   raw window (`recorded_features.SHORT_WINDOW_S` plus the sustain tail) and the recorded series over the
   instants read. The recorded series are NOT evaluated by Prometheus at these sizes: they are the base fleet's,
-  evaluated by promtool over the base's raw week and copied to each renamed GPU (the rules are per GPU, so
-  the values are the ones the rules would give; `--verify` checks that at the smallest size against
-  promtool's evaluation over the copied fleet's own raw week, and `tests/unit` runs it in `--quick`).
-  A rule whose inputs Prometheus holds at that size is evaluated there too; one that reads the raw week
-  is reported from the raw-path sizes, per GPU, since its cost grows with the GPUs it reads.
+  evaluated over the base's raw week and copied to each renamed GPU (the rules are per GPU, so the values are
+  the ones the rules would give; `--verify` checks that at the smallest size against the rules evaluated over
+  the copied fleet's own raw week, and `tests/unit` runs it in `--quick`). A rule whose inputs Prometheus
+  holds at that size is evaluated there too; one that reads the raw week is reported from the raw-path sizes
+  (a line through them, marked `~`), since its cost grows with the GPUs it reads.
 
 Every GPU is regular (a full week, no resets, no gaps): the recorded path's case. A host that is not is read
 raw over the look-back on the recorded path (`recorded_reader`), at the raw path's per-host cost.
 
     python -m tests.perf scoring_scale                         # via the runner, like `make bench`
     python -m tests.perf.bench_scoring_scale --quick --verify  # 2-node base, 4 nodes: a smoke run
-    python -m tests.perf.bench_scoring_scale --raw-nodes 25 --nodes 100 --budget-s 900
+    python -m tests.perf.bench_scoring_scale --raw-nodes 5 --raw-nodes 25 --nodes 100 --budget-s 900
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ OUT = REPO / "out" / "bench" / "scoring_scale.json"
 MODELS = REPO / "models"
 PROMETHEUS = Path("/usr/bin/prometheus")
 SIZES = (1000, 2000, 5000, 10000)
-RAW_SIZES = (50, 125)
+RAW_SIZES = (10, 50)
 QUICK_SIZES, QUICK_RAW = (4,), (2,)
 STEP_S = bench_scoring.STEP_S
 START = bench_scoring.START
@@ -160,6 +162,7 @@ class Served:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.peak_rss_mib = 0.0
+        self.loaded: list[str] = []
         self._context: Any = None
 
     def __enter__(self) -> Served:
@@ -196,6 +199,15 @@ class Served:
         for block in blocks.iterdir():
             if block.is_dir():
                 shutil.move(str(block), self.tsdb / block.name)
+                self.loaded.append(block.name)
+        self.__enter__()
+
+    def unload(self) -> None:
+        """Remove every block `load` moved in, and restart."""
+        self.__exit__()
+        for name in self.loaded:
+            shutil.rmtree(self.tsdb / name)
+        self.loaded.clear()
         self.__enter__()
 
 
@@ -280,19 +292,60 @@ def record_levels(served: Served, plan: Plan, work: Path, args: argparse.Namespa
     return seconds
 
 
+def record_on_grid(served: Served, plan: Plan, work: Path, args: argparse.Namespace) -> float:
+    """Every rule evaluated at the 5-minute grid's instants over the instants needed, a level at a time
+    (each rule's expression as a range query at its interval, written under its record name as
+    OpenMetrics, turned into blocks by promtool and loaded before the next level); the seconds it took.
+
+    Not `promtool tsdb create-blocks-from rules`: it evaluates a group where Prometheus would, at an offset
+    within the interval hashed from the group's file and name (`Group.EvalTimestamp`, prometheus/prometheus
+    rules/group.go), and off the grid `count_over_time(…[10075m:5m])` counts 2,015 grid points, not 2,016,
+    so every GPU looks irregular to `recorded_reader` and is read raw (`record_levels`, the first raw-week
+    size's "promtool" row, shows it)."""
+    started = time.perf_counter()
+    starts = plan.starts()
+    for level in sorted({r.level for r in plan.rules}):
+        series = []
+        for rule in (r for r in plan.rules if r.level == level):
+            series += fleet.evaluate_on_grid(
+                served.url,
+                rule.record,
+                rule.expr,
+                start=starts[rule.record],
+                end=plan.end,
+                step_s=rule.interval_s,
+            )
+        text, out = work / f"grid-level{level}.om", work / f"grid-level{level}"
+        fleet.write_copies(series, text, copies=1, base=None)
+        out.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [str(args.promtool), "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(text), str(out)],
+            check=True,
+            capture_output=True,
+        )
+        text.unlink()
+        served.load(out)
+    return time.perf_counter() - started
+
+
 # -- the sizes ------------------------------------------------------------------------------------------
 
 
 def run_raw_size(nodes: int, *, plan: Plan, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """The raw week at `nodes`: raw cycle, the rules' cost, promtool's recorded series, recorded cycle."""
+    """The raw week at `nodes`: raw cycle, the recorded series, the rules' cost, recorded cycle."""
     dataset = work / "dataset"
     bench_scoring.synthesise(dataset, nodes=nodes, steps=plan.steps, seed=0, gap_share=0.0)
     fill = backfill.backfill(dataset, work / "tsdb", promtool=args.promtool)
     row: dict[str, Any] = {"nodes": nodes, "gpus": nodes * GPUS, "kind": "raw week", "backfill": _fill(fill)}
     with Served(work / "tsdb", args=args, at=plan.now) as served:
         row["raw"] = run_child(served.url, now=plan.now, args=args)
-        row["promtool_rules_s"] = record_levels(served, plan, work, args)
-        # After promtool, so a rule that reads another rule's series finds them as Prometheus would.
+        if nodes == args.raw_nodes[0]:
+            # The rules as promtool (and Prometheus) schedule them, at the group's offset; then removed.
+            row["promtool_rules_s"] = record_levels(served, plan, work, args)
+            row["recorded_promtool"] = run_child(served.url, now=plan.now, args=args)
+            served.unload()
+        row["grid_rules_s"] = record_on_grid(served, plan, work, args)
+        # After the recorded series exist, so a rule that reads another rule's series finds them.
         row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=plan.starts())
         row["recorded"] = run_child(served.url, now=plan.now, args=args)
         row["export"] = fleet.export(served.url, plan.starts(), end=plan.end, step_s=STEP_S)
@@ -355,7 +408,7 @@ def run_recorded_size(
 def verify(
     url: str, nodes: int, *, base: dict[str, Any], plan: Plan, args: argparse.Namespace, work: Path
 ) -> dict[str, Any]:
-    """The copied recorded series against promtool's evaluation of the rules over the copied fleet's week."""
+    """The copied recorded series against the rules evaluated over the copied fleet's own raw week."""
     copied = fleet.export(url, plan.starts(), end=plan.end, step_s=STEP_S)
     check = work / "verify"
     fleet.tile_dataset(
@@ -367,7 +420,7 @@ def verify(
     )
     backfill.backfill(check / "dataset", check / "tsdb", promtool=args.promtool)
     with Served(check / "tsdb", args=args, at=plan.now) as served:
-        record_levels(served, plan, check, args)
+        record_on_grid(served, plan, check, args)
         evaluated = fleet.export(served.url, plan.starts(), end=plan.end, step_s=STEP_S)
     shutil.rmtree(check)
     return {**fleet.compare(evaluated, copied), "series": len(evaluated)}

@@ -5,11 +5,11 @@ synthesise` with seed 0): node `i` of copy `c` is `gpu-node-{c*base + i:05d}`, i
 the base's carry the seed. Copy 0 is the base itself.
 
 Every recording rule is per GPU (level `gpu`: no aggregation across GPUs, `recorded_rules`), so a copied
-GPU's recorded series are exactly the base GPU's, renamed: the benchmark has promtool evaluate the rules over
-the base fleet's real raw history (`promtool tsdb create-blocks-from rules`), reads the recorded series
-back (`export`), and writes them for every copy (`write_copies`) instead of evaluating the rules over a raw
-week it cannot afford to hold at 10,000 nodes. `--verify` checks this at a small size against promtool's own
-evaluation over the copied fleet's raw week.
+GPU's recorded series are exactly the base GPU's, renamed: the benchmark has Prometheus evaluate the rules
+over the base fleet's real raw history (`evaluate_on_grid`), reads the recorded series back (`export`), and
+writes them for every copy (`write_copies`) instead of evaluating the rules over a raw week it cannot afford
+to hold at 10,000 nodes. `--verify` checks this at a small size against the rules evaluated over the copied
+fleet's own raw week.
 """
 
 from __future__ import annotations
@@ -94,13 +94,35 @@ def export(url: str, starts: Mapping[str, float], *, end: float, step_s: float) 
     return out
 
 
-def _label_text(labels: Iterable[tuple[str, str]], copy: int, base: int) -> str:
+def evaluate_on_grid(
+    url: str, record: str, expr: str, *, start: float, end: float, step_s: float
+) -> list[Recorded]:
+    """What a recording rule evaluated at `start`, `start + step`, ... `end` writes: the expression's result
+    as a range query (each step evaluated as an instant query is), named `record`."""
+    params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}s"}
+    data = urllib.parse.urlencode(params).encode()
+    with urllib.request.urlopen(f"{url}/api/v1/query_range", data=data, timeout=1800) as response:
+        body = json.load(response)
+    if body.get("status") != "success":
+        raise RuntimeError(f"{record}: {body}")
+    return [
+        Recorded(
+            labels=tuple(sorted({**one["metric"], "__name__": record}.items())),
+            points=tuple((float(t), str(v)) for t, v in one["values"]),
+        )
+        for one in body["data"]["result"]
+    ]
+
+
+def _label_text(labels: Iterable[tuple[str, str]], copy: int, base: int | None) -> str:
     parts = []
     for key, value in labels:
         if key == "__name__":
             continue
         text = value
-        if key == HOST or key in features.HOST_COLUMNS:
+        if base is None:
+            pass
+        elif key == HOST or key in features.HOST_COLUMNS:
             text = copy_node(value, copy, base)
         elif key == "UUID":
             text = copy_uuid(value, copy)
@@ -108,8 +130,9 @@ def _label_text(labels: Iterable[tuple[str, str]], copy: int, base: int) -> str:
     return ",".join(parts)
 
 
-def write_copies(series: Sequence[Recorded], path: Path, *, copies: int, base: int) -> int:
-    """The series for every copy as one OpenMetrics file (each family once, series contiguous); samples."""
+def write_copies(series: Sequence[Recorded], path: Path, *, copies: int, base: int | None) -> int:
+    """The series for every copy as one OpenMetrics file (each family once, series contiguous); samples.
+    `base=None`: the series as they are (one copy, labels unchanged)."""
     by_name: dict[str, list[Recorded]] = {}
     for one in series:
         by_name.setdefault(dict(one.labels)["__name__"], []).append(one)

@@ -79,6 +79,14 @@ def render(report: dict[str, Any], *, out: Path) -> Group:
         raw = row.get("raw")
         if raw is not None:
             cycle.add_row(*_cycle_cells(row, raw, "raw", first_raw), "", "")
+        offset = row.get("recorded_promtool")
+        if offset is not None and raw is not None:
+            label = f"recorded, promtool's series ({offset['cold']['raw_hosts']} hosts raw)"
+            cycle.add_row(
+                *_cycle_cells(row, offset, label, None),
+                _ratio(offset["cold"]["seconds"], raw["cold"]["seconds"]),
+                _ratio(offset["warm"]["peak_mib"], raw["warm"]["peak_mib"]),
+            )
         rec = row.get("recorded")
         if rec is None:
             continue
@@ -121,7 +129,7 @@ def render(report: dict[str, Any], *, out: Path) -> Group:
         "eval s / 1k GPUs",
         "not evaluated",
         "Prometheus RSS MiB",
-        "promtool rules s",
+        "recording s",
     ):
         prom.add_column(column, justify="right")
     full = [r for r in rows if "raw" in r and _eval(r)[0] and not r["prometheus"]["not_evaluated"]]
@@ -140,7 +148,7 @@ def render(report: dict[str, Any], *, out: Path) -> Group:
             f"{1000 * total / row['gpus']:.3f}" if n else "",
             f"{len(skipped)} ({'; '.join(why)[:60]})" if skipped else "0",
             f"{row.get('prometheus_rss_mib', 0):,.0f}",
-            f"{row['promtool_rules_s']:.1f}" if "promtool_rules_s" in row else "",
+            f"{row['grid_rules_s']:.1f}" if "grid_rules_s" in row else "",
         )
         if skipped and eval_fit is not None:
             guess = eval_fit[0] + eval_fit[1] * row["gpus"]

@@ -107,7 +107,10 @@ def test_quick_run_measures_both_paths_and_the_copied_series_equal_promtools(tmp
     assert base["raw"]["cold"]["path"] == "raw"
     assert base["recorded"]["cold"]["path"] == "recorded"
     assert copied["recorded"]["cold"]["path"] == "recorded"
+    assert base["recorded"]["cold"]["raw_hosts"] == 0
     assert copied["recorded"]["cold"]["raw_hosts"] == 0
+    # promtool's rule backfill evaluates at the group's hashed offset, off the grid: every host is read raw.
+    assert base["recorded_promtool"]["cold"]["raw_hosts"] == base["nodes"]
     assert copied["recorded"]["cold"]["gpus"] == 2 * base["recorded"]["cold"]["gpus"]
     # The recorded path reads the short window, the raw path the week.
     assert base["recorded"]["cold"]["window_samples"] < base["raw"]["cold"]["window_samples"] / 10
