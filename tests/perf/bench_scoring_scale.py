@@ -4,15 +4,15 @@ Real Prometheus, real TSDB blocks (promtool), the shipped model (`models/`), and
 process (`ScoringService` with `recorded_reader.FeatureReader`, as `sickbay serve` builds it; one scoring
 thread), so its peak RSS is its own (`VmHWM`: a child's `ru_maxrss` starts at its parent's, see `_peak_rss_mib`). A cold cycle at `now`, then a warm one a step later.
 
-- **Raw path** (`--raw-nodes`, default 10 and 50 nodes x 8 GPUs): a synthetic history (`bench_scoring.
+- **Raw path** (`--raw-nodes`, default 10 and 20 nodes x 8 GPUs): a synthetic history (`bench_scoring.
   synthesise`, no exporter gaps) of the whole week plus what the rules reach back, backfilled; Prometheus has no
   recorded series, so the reader reads the 7-day look-back raw. At the same sizes every rule's expression is
   evaluated at `now` as an instant query with `stats=all` (the engine's time and samples: what one rule
   evaluation costs), then the rules' series over the instants Sickbay reads are made (`record_on_grid`: each
   expression as a range query on the 5-minute grid, a level at a time, written as blocks), Prometheus restarts
   with them, and the same fleet is scored on the recorded path: recorded vs raw at the same size. At the first
-  size, `promtool tsdb create-blocks-from rules` (the rules as Prometheus schedules them, at the group's hashed
-  offset) is run first and scored too: the row that shows why the grid is needed (see `record_on_grid`).
+  size, with `--promtool-rules`, `promtool tsdb create-blocks-from rules` (the rules as Prometheus schedules
+  them, at the group's hashed offset) is run first and scored too (see `record_on_grid`).
 - **Recorded path** (`--nodes`, default 1,000 / 2,000 / 5,000 / 10,000): the fleet is copies of the largest
   raw-path fleet (`scoring_scale_fleet`), and Prometheus holds what the recorded path reads at `now`: the short
   raw window (`recorded_features.SHORT_WINDOW_S` plus the sustain tail) and the recorded series over the
@@ -20,8 +20,9 @@ thread), so its peak RSS is its own (`VmHWM`: a child's `ru_maxrss` starts at it
   evaluated over the base's raw week and copied to each renamed GPU (the rules are per GPU, so the values are
   the ones the rules would give; `--verify` checks that at the smallest size against the rules evaluated over
   the copied fleet's own raw week, and `tests/unit` runs it in `--quick`). A rule whose inputs Prometheus
-  holds at that size is evaluated there too; one that reads the raw week is reported from the raw-path sizes
-  (a line through them, marked `~`), since its cost grows with the GPUs it reads.
+  holds at that size (the level that reads the exporter's last hour) is evaluated there too; one that reads
+  other rules' series further back than the instants held is reported from the raw-path sizes (a line
+  through them, marked `~`), since its cost grows with the GPUs it reads.
 
 Every GPU is regular (a full week, no resets, no gaps): the recorded path's case. A host that is not is read
 raw over the look-back on the recorded path (`recorded_reader`), at the raw path's per-host cost.
@@ -65,7 +66,7 @@ OUT = REPO / "out" / "bench" / "scoring_scale.json"
 MODELS = REPO / "models"
 PROMETHEUS = Path("/usr/bin/prometheus")
 SIZES = (1000, 2000, 5000, 10000)
-RAW_SIZES = (10, 50)
+RAW_SIZES = (10, 20)
 QUICK_SIZES, QUICK_RAW = (4,), (2,)
 STEP_S = bench_scoring.STEP_S
 START = bench_scoring.START
@@ -229,9 +230,11 @@ class Plan:
         card = json.loads((models / _current(models) / "card.json").read_text())
         self.tail_s = float(card["sustain_s"])
         self.rules = rules.specs()
-        # The instants the recorded path reads, `READ_WINDOW` back, for the cold and the warm cycle.
-        self.read_from_rel = -(math.floor(self.tail_s / STEP_S) * STEP_S) - rules.duration_s(rr.READ_WINDOW)
-        starts = rules.needed_starts(self.rules, read=dict.fromkeys(rr.RECORDS, self.read_from_rel))
+        # The records the recorded path reads (`READ`; every record where the module has no such list),
+        # from the first instant read (`now - tail`) on, a step back for margin.
+        self.read = tuple(getattr(rr, "READ", rr.RECORDS))
+        self.read_from_rel = -(math.floor(self.tail_s / STEP_S) * STEP_S) - STEP_S
+        starts = rules.needed_starts(self.rules, read=dict.fromkeys(self.read, self.read_from_rel))
         self.starts_rel = {k: _grid(v) for k, v in starts.items() if k != rules.RAW}
         raw_from = min(starts.get(rules.RAW, 0.0), -LOOKBACK_S)
         self.steps = int(-raw_from // STEP_S) + 3  # from there to `now`, and the warm cycle's step
@@ -244,7 +247,12 @@ class Plan:
         return self.now + STEP_S
 
     def starts(self) -> dict[str, float]:
+        """From when each record must be held for every rule feeding the read records to be evaluated."""
         return {k: self.now + v for k, v in self.starts_rel.items()}
+
+    def read_starts(self) -> dict[str, float]:
+        """The records Sickbay reads, over the instants it reads: what a copied fleet holds."""
+        return dict.fromkeys(self.read, self.now + self.read_from_rel)
 
 
 def _current(models: Path) -> str:
@@ -297,11 +305,12 @@ def record_on_grid(served: Served, plan: Plan, work: Path, args: argparse.Namesp
     (each rule's expression as a range query at its interval, written under its record name as
     OpenMetrics, turned into blocks by promtool and loaded before the next level); the seconds it took.
 
-    Not `promtool tsdb create-blocks-from rules`: it evaluates a group where Prometheus would, at an offset
-    within the interval hashed from the group's file and name (`Group.EvalTimestamp`, prometheus/prometheus
-    rules/group.go), and off the grid `count_over_time(…[10075m:5m])` counts 2,015 grid points, not 2,016,
-    so every GPU looks irregular to `recorded_reader` and is read raw (`record_levels`, the first raw-week
-    size's "promtool" row, shows it)."""
+    On the grid, not where `promtool tsdb create-blocks-from rules` puts them: promtool (like Prometheus)
+    evaluates a group at an offset within its interval hashed from the group's file and name
+    (`Group.EvalTimestamp`, prometheus/prometheus rules/group.go), which differs from run to run with the
+    file's path; the grid makes the copied fleet's check exact. With `--promtool-rules` the first raw-week
+    size also scores promtool's own series (`record_levels`), which the reader must read as well (slow:
+    promtool evaluates every level at every step of the week)."""
     started = time.perf_counter()
     starts = plan.starts()
     for level in sorted({r.level for r in plan.rules}):
@@ -339,7 +348,7 @@ def run_raw_size(nodes: int, *, plan: Plan, args: argparse.Namespace, work: Path
     row: dict[str, Any] = {"nodes": nodes, "gpus": nodes * GPUS, "kind": "raw week", "backfill": _fill(fill)}
     with Served(work / "tsdb", args=args, at=plan.now) as served:
         row["raw"] = run_child(served.url, now=plan.now, args=args)
-        if nodes == args.raw_nodes[0]:
+        if args.promtool_rules and nodes == args.raw_nodes[0]:
             # The rules as promtool (and Prometheus) schedule them, at the group's offset; then removed.
             row["promtool_rules_s"] = record_levels(served, plan, work, args)
             row["recorded_promtool"] = run_child(served.url, now=plan.now, args=args)
@@ -348,7 +357,7 @@ def run_raw_size(nodes: int, *, plan: Plan, args: argparse.Namespace, work: Path
         # After the recorded series exist, so a rule that reads another rule's series finds them.
         row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=plan.starts())
         row["recorded"] = run_child(served.url, now=plan.now, args=args)
-        row["export"] = fleet.export(served.url, plan.starts(), end=plan.end, step_s=STEP_S)
+        row["export"] = fleet.export(served.url, plan.read_starts(), end=plan.end, step_s=STEP_S)
         row["prometheus_rss_mib"] = served.sample_rss()
     return row
 
@@ -395,7 +404,7 @@ def run_recorded_size(
             "recorded_s": time.perf_counter() - started,
         },
     }
-    held = plan.starts()
+    held = plan.read_starts()
     with Served(work / "tsdb", args=args, at=plan.now) as served:
         row["recorded"] = run_child(served.url, now=plan.now, args=args)
         row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=held)
@@ -409,7 +418,7 @@ def verify(
     url: str, nodes: int, *, base: dict[str, Any], plan: Plan, args: argparse.Namespace, work: Path
 ) -> dict[str, Any]:
     """The copied recorded series against the rules evaluated over the copied fleet's own raw week."""
-    copied = fleet.export(url, plan.starts(), end=plan.end, step_s=STEP_S)
+    copied = fleet.export(url, plan.read_starts(), end=plan.end, step_s=STEP_S)
     check = work / "verify"
     fleet.tile_dataset(
         work.parent / "base" / "dataset",
@@ -421,7 +430,7 @@ def verify(
     backfill.backfill(check / "dataset", check / "tsdb", promtool=args.promtool)
     with Served(check / "tsdb", args=args, at=plan.now) as served:
         record_on_grid(served, plan, check, args)
-        evaluated = fleet.export(served.url, plan.starts(), end=plan.end, step_s=STEP_S)
+        evaluated = fleet.export(served.url, plan.read_starts(), end=plan.end, step_s=STEP_S)
     shutil.rmtree(check)
     return {**fleet.compare(evaluated, copied), "series": len(evaluated)}
 
@@ -446,6 +455,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a 2-node base and 4 nodes: a smoke run")
     parser.add_argument(
         "--verify", action="store_true", help="check the copied recorded series (smallest size)"
+    )
+    parser.add_argument(
+        "--promtool-rules",
+        action="store_true",
+        help="also score promtool's rule backfill (at the group's offset) at the first size: slow, every level over the week",
     )
     parser.add_argument("--budget-s", type=float, default=math.inf, help="start no size after this long")
     parser.add_argument("--child-timeout-s", type=float, default=3600.0)
