@@ -4,13 +4,13 @@ Real Prometheus, real TSDB blocks (promtool), the shipped model (`models/`), and
 process (`ScoringService` with `recorded_reader.FeatureReader`, as `sickbay serve` builds it; one scoring
 thread), so its peak RSS is its own (`VmHWM`: a child's `ru_maxrss` starts at its parent's, see `_peak_rss_mib`). A cold cycle at `now`, then a warm one a step later.
 
-- **Raw path** (`--raw-nodes`, default 10 and 20 nodes x 8 GPUs): a synthetic history (`bench_scoring.
+- **Raw path** (`--raw-nodes`, default 5 and 10 nodes x 8 GPUs): a synthetic history (`bench_scoring.
   synthesise`, no exporter gaps) of the whole week plus what the rules reach back, backfilled; Prometheus has no
   recorded series, so the reader reads the 7-day look-back raw. At the same sizes every rule's expression is
   evaluated at `now` as an instant query with `stats=all` (the engine's time and samples: what one rule
   evaluation costs), then the rules' series over the instants Sickbay reads are made (`record_on_grid`: each
   expression as a range query on the 5-minute grid, a level at a time, written as blocks), Prometheus restarts
-  with them, and the same fleet is scored on the recorded path: recorded vs raw at the same size. At the first
+  with them, and the same fleet is scored on the recorded path: recorded vs raw at the same size; the smaller sizes only score the raw path (its growth). At the first
   size, with `--promtool-rules`, `promtool tsdb create-blocks-from rules` (the rules as Prometheus schedules
   them, at the group's hashed offset) is run first and scored too (see `record_on_grid`).
 - **Recorded path** (`--nodes`, default 1,000 / 2,000 / 5,000 / 10,000): the fleet is copies of the largest
@@ -66,7 +66,7 @@ OUT = REPO / "out" / "bench" / "scoring_scale.json"
 MODELS = REPO / "models"
 PROMETHEUS = Path("/usr/bin/prometheus")
 SIZES = (1000, 2000, 5000, 10000)
-RAW_SIZES = (10, 20)
+RAW_SIZES = (5, 10)
 QUICK_SIZES, QUICK_RAW = (4,), (2,)
 STEP_S = bench_scoring.STEP_S
 START = bench_scoring.START
@@ -346,19 +346,35 @@ def run_raw_size(nodes: int, *, plan: Plan, args: argparse.Namespace, work: Path
     bench_scoring.synthesise(dataset, nodes=nodes, steps=plan.steps, seed=0, gap_share=0.0)
     fill = backfill.backfill(dataset, work / "tsdb", promtool=args.promtool)
     row: dict[str, Any] = {"nodes": nodes, "gpus": nodes * GPUS, "kind": "raw week", "backfill": _fill(fill)}
+    phases = row["phases_s"] = {}
+    clock = [time.perf_counter()]
+
+    def done(phase: str) -> None:
+        now = time.perf_counter()
+        phases[phase] = now - clock[0]
+        clock[0] = now
+        print(f"    {nodes} nodes: {phase} {phases[phase]:.0f}s", file=sys.stderr, flush=True)
+
     with Served(work / "tsdb", args=args, at=plan.now) as served:
         row["raw"] = run_child(served.url, now=plan.now, args=args)
+        done("raw cycle")
+        if work.name != "base":
+            return row  # the raw path's growth; the rules are evaluated at the base (the largest) only
         if args.promtool_rules and nodes == args.raw_nodes[0]:
             # The rules as promtool (and Prometheus) schedule them, at the group's offset; then removed.
             row["promtool_rules_s"] = record_levels(served, plan, work, args)
             row["recorded_promtool"] = run_child(served.url, now=plan.now, args=args)
             served.unload()
+            done("promtool rules")
         row["grid_rules_s"] = record_on_grid(served, plan, work, args)
+        done("recording on the grid")
         # After the recorded series exist, so a rule that reads another rule's series finds them.
         row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=plan.starts())
+        done("rule costs")
         row["recorded"] = run_child(served.url, now=plan.now, args=args)
         row["export"] = fleet.export(served.url, plan.read_starts(), end=plan.end, step_s=STEP_S)
         row["prometheus_rss_mib"] = served.sample_rss()
+        done("recorded cycle")
     return row
 
 
