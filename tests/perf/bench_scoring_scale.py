@@ -300,6 +300,18 @@ def record_levels(served: Served, plan: Plan, work: Path, args: argparse.Namespa
     return seconds
 
 
+_OPENMETRICS = ("tsdb", "create-blocks-from", "openmetrics", "--quiet")
+
+
+def _span_block_s(series: Sequence[fleet.Recorded]) -> int:
+    """A block length promtool accepts (2 h x 3^k) covering the series' span wherever it falls."""
+    times = [t for one in series for t, _ in one.points[:1] + one.points[-1:]] or [0.0]
+    span, length = max(times) - min(times), 7200
+    while length < 2 * span + 7200:
+        length *= 3
+    return length
+
+
 def record_on_grid(served: Served, plan: Plan, work: Path, args: argparse.Namespace) -> float:
     """Every rule evaluated at the 5-minute grid's instants over the instants needed, a level at a time
     (each rule's expression as a range query at its interval, written under its record name as
@@ -328,7 +340,14 @@ def record_on_grid(served: Served, plan: Plan, work: Path, args: argparse.Namesp
         fleet.write_copies(series, text, copies=1, base=None)
         out.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [str(args.promtool), "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(text), str(out)],
+            # One block for the whole span: promtool parses the file once per block it makes.
+            [
+                str(args.promtool),
+                *_OPENMETRICS,
+                f"--max-block-duration={_span_block_s(series)}s",
+                str(text),
+                str(out),
+            ],
             check=True,
             capture_output=True,
         )
