@@ -132,8 +132,6 @@ def render(report: dict[str, Any], *, out: Path) -> Group:
         "recording s",
     ):
         prom.add_column(column, justify="right")
-    full = [r for r in rows if "raw" in r and _eval(r)[0] and not r["prometheus"]["not_evaluated"]]
-    eval_fit = _line([r["gpus"] for r in full], [_eval(r)[1] for r in full]) if full else None
     for row in rows:
         n, total, slowest, samples, peak = _eval(row)
         skipped = row.get("prometheus", {}).get("not_evaluated", {})
@@ -150,21 +148,6 @@ def render(report: dict[str, Any], *, out: Path) -> Group:
             f"{row.get('prometheus_rss_mib', 0):,.0f}",
             f"{row['grid_rules_s']:.1f}" if "grid_rules_s" in row else "",
         )
-        if skipped and eval_fit is not None:
-            guess = eval_fit[0] + eval_fit[1] * row["gpus"]
-            prom.add_row(
-                f"{row['nodes']:,}",
-                f"~{len(skipped)}",
-                f"~{guess:.1f}",
-                "",
-                "",
-                "",
-                "",
-                "",
-                "",
-                "",
-                style="dim",
-            )
     data = Table(title="What Prometheus held")
     for column in (
         "nodes",
