@@ -190,7 +190,7 @@ def render(report: dict[str, Any], *, out: Path) -> Group:
         notes.append(
             Text(f"not run: {miss['kind']} at {miss['nodes']:,} nodes: {miss['why'][:300]}", style="yellow")
         )
-    load = report.get("machine", {}).get("load_average")
+    load = report.get("machine", {}).get("load_average_at_start")
     notes.append(
         Text(
             f"load average at start {load}, at end {report.get('load_at_end')}; written to {out}", style="dim"
