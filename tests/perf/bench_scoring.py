@@ -72,14 +72,16 @@ BASELINE_NODES = 100
 # -- synthetic DCGM history -----------------------------------------------------------------------------
 
 
-def synthesise(directory: Path, *, nodes: int, steps: int, seed: int = 0) -> pd.DataFrame:
+def synthesise(
+    directory: Path, *, nodes: int, steps: int, seed: int = 0, gap_share: float = 0.005
+) -> pd.DataFrame:
     """A dataset directory (`timeseries.parquet`) of `nodes` x 8 GPUs at `steps` instants, 5 min apart.
 
     Vectorised, seconds for millions of rows. Per GPU: utilisation with a per-GPU level and noise, GPU and
     memory temperatures that follow it, power-capping throttle reasons when busy, energy and violation
     counters; 2% of GPUs trickle single-bit ECC errors (a few grow remapped rows), 1% replay PCIe
     packets, 1% see NVLink CRC errors, 0.5% have XIDs (mostly workload ones, a few 79/48). 0.5% of nodes
-    have their exporter down for 15-30 minutes (present=0, no values). Returns the node names.
+    have their exporter down for 15-30 minutes (present=0, no values; `gap_share`). Returns the node names.
     """
     rng = np.random.default_rng(seed)
     g = nodes * GPUS_PER_NODE
@@ -111,7 +113,7 @@ def synthesise(directory: Path, *, nodes: int, steps: int, seed: int = 0) -> pd.
         at = int(rng.integers(0, steps))
         xid[at:, i] = rng.choice([13, 31, 43, 79, 48], p=[0.4, 0.3, 0.2, 0.05, 0.05])
     present = np.ones((steps, g), dtype=bool)
-    for node in np.flatnonzero(rng.random(nodes) < 0.005):
+    for node in np.flatnonzero(rng.random(nodes) < gap_share):
         at = int(rng.integers(0, steps))
         present[at : at + int(rng.integers(3, 7)), node * GPUS_PER_NODE : (node + 1) * GPUS_PER_NODE] = False
     zeros = np.zeros((steps, g), dtype=np.int64)

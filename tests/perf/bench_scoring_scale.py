@@ -1,0 +1,599 @@
+"""Scoring at fleet scale, full 7-day look-back: the recording rules' path vs the raw path, and the rules' cost.
+
+Real Prometheus, real TSDB blocks (promtool), the shipped model (`models/`), and each Sickbay cycle in its own
+process (`ScoringService` with `recorded_reader.FeatureReader`, as `sickbay serve` builds it; one scoring
+thread), so its peak RSS is its own (`VmHWM`: a child's `ru_maxrss` starts at its parent's, see `_peak_rss_mib`). A cold cycle at `now`, then a warm one a step later.
+
+- **Raw path** (`--raw-nodes`, default 5 and 10 nodes x 8 GPUs): a synthetic history (`bench_scoring.
+  synthesise`, no exporter gaps) of the whole week plus what the rules reach back, backfilled; Prometheus has no
+  recorded series, so the reader reads the 7-day look-back raw. At the same sizes every rule's expression is
+  evaluated at `now` as an instant query with `stats=all` (the engine's time and samples: what one rule
+  evaluation costs), then the rules' series over the instants Sickbay reads are made (`record_on_grid`: each
+  expression as a range query on the 5-minute grid, a level at a time, written as blocks), Prometheus restarts
+  with them, and the same fleet is scored on the recorded path: recorded vs raw at the same size; the smaller sizes only score the raw path (its growth). At the first
+  size, with `--promtool-rules`, `promtool tsdb create-blocks-from rules` (the rules as Prometheus schedules
+  them, at the group's hashed offset) is run first and scored too (see `record_on_grid`).
+- **Recorded path** (`--nodes`, default 1,000 / 2,000 / 5,000 / 10,000): the fleet is copies of the largest
+  raw-path fleet (`scoring_scale_fleet`), and Prometheus holds what the recorded path reads at `now`: the short
+  raw window (`recorded_features.SHORT_WINDOW_S` plus the sustain tail) and the recorded series over the
+  instants read. The recorded series are NOT evaluated by Prometheus at these sizes: they are the base fleet's,
+  evaluated over the base's raw week and copied to each renamed GPU (the rules are per GPU, so the values are
+  the ones the rules would give; `--verify` checks that at the smallest size against the rules evaluated over
+  the copied fleet's own raw week, and `tests/unit` runs it in `--quick`). A rule whose inputs Prometheus
+  holds at that size (the level that reads the exporter's last hour) is evaluated there too; one that reads
+  other rules' series further back than the instants held is reported from the raw-path sizes (a line
+  through them, marked `~`), since its cost grows with the GPUs it reads.
+
+Every GPU is regular (a full week, no resets, no gaps): the recorded path's case. A host that is not is read
+raw over the look-back on the recorded path (`recorded_reader`), at the raw path's per-host cost.
+
+    python -m tests.perf scoring_scale                         # via the runner, like `make bench`
+    python -m tests.perf.bench_scoring_scale --quick --verify  # 2-node base, 4 nodes: a smoke run
+    python -m tests.perf.bench_scoring_scale --raw-nodes 5 --raw-nodes 25 --nodes 100 --budget-s 900
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+
+from app.predict import features, prometheus, recorded_features, recorded_reader, service
+from app.predict import recorded_rules as rr
+from app.sim.fleet import backfill
+from tests.perf import bench_scoring, machine
+from tests.perf import scoring_scale_fleet as fleet
+from tests.perf import scoring_scale_rules as rules
+from tests.perf.scoring_scale_report import render
+from tests.prom import EMPTY_CONFIG, instant_query, lookback_delta, running_prometheus
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = REPO / "out" / "bench" / "scoring_scale.json"
+MODELS = REPO / "models"
+PROMETHEUS = Path("/usr/bin/prometheus")
+SIZES = (1000, 2000, 5000, 10000)
+RAW_SIZES = (5, 10)
+QUICK_SIZES, QUICK_RAW = (4,), (2,)
+STEP_S = bench_scoring.STEP_S
+START = bench_scoring.START
+LOOKBACK_S = 7 * 86400.0
+GPUS = bench_scoring.GPUS_PER_NODE
+
+
+# -- one measured process -------------------------------------------------------------------------------
+
+
+def child_main(args: argparse.Namespace) -> None:
+    """A cold then a warm cycle in this process; one JSON line with the figures."""
+    settings = prometheus.ReaderSettings(url=args.url, step_s=STEP_S, lookback_s=LOOKBACK_S)
+    queries = [0]
+    query_range = prometheus.Reader.query_range
+
+    def counted(self: prometheus.Reader, *a: Any, **k: Any) -> Any:
+        queries[0] += 1
+        return query_range(self, *a, **k)
+
+    prometheus.Reader.query_range = counted  # type: ignore[method-assign]  # every reader the path makes
+    reader = recorded_reader.FeatureReader(prometheus.Reader(settings))
+    seen: list[recorded_reader.FeatureRead] = []
+    read_s = [0.0]
+
+    def read(now: datetime, tail_s: float) -> recorded_reader.FeatureRead:
+        started = time.perf_counter()
+        out = reader.read(now, tail_s)
+        read_s[0] += time.perf_counter() - started
+        seen.append(out)
+        return out
+
+    scoring = service.ScoringService(models_dir=args.models, read_features=read, threads=1)
+    if scoring.reload() is None:
+        raise SystemExit(f"no usable model in {args.models}")
+    out: dict[str, Any] = {}
+    for name, at in (("cold", args.now), ("warm", args.now + STEP_S)):
+        queries[0], read_s[0] = 0, 0.0
+        started = time.perf_counter()
+        cycle = scoring.run_once(datetime.fromtimestamp(at, UTC))
+        seconds = time.perf_counter() - started
+        if cycle.status is not service.CycleStatus.SCORED or cycle.scores is None:
+            raise SystemExit(f"{name} cycle not scored: {cycle.status} {cycle.reason}")
+        got = seen[-1]
+        metrics = [m for m in got.frame.columns if m in set(features.SOURCE_METRICS) | set(features.ALIASES)]
+        out[name] = {
+            "seconds": seconds,
+            "read_s": read_s[0],
+            "score_s": seconds - read_s[0],
+            "queries": queries[0],
+            "path": got.path,
+            "raw_hosts": got.raw_hosts,
+            "window_samples": int(got.frame[metrics].notna().to_numpy().sum()) if metrics else 0,
+            "gpus": len(cycle.scores.gpus),
+            "nodes": len(cycle.scores.nodes),
+            "peak_mib": _peak_rss_mib(),
+            "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
+    print(json.dumps(out))
+
+
+def _peak_rss_mib() -> float:
+    """This process' peak RSS: `VmHWM`, the high-water mark of its own address space. Not `ru_maxrss`,
+    which Linux carries across `execve` from the process that forked it ("resource usage metrics are
+    preserved across an execve", getrusage(2)), so a child's would start at the benchmark's own size."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_child(url: str, *, now: float, args: argparse.Namespace) -> dict[str, Any]:
+    command = [sys.executable, "-m", "tests.perf.bench_scoring_scale", "--child", "--url", url]
+    command += ["--now", repr(now), "--models", str(args.models)]
+    done = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, check=False, timeout=args.child_timeout_s
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"measurement failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- Prometheus over a TSDB -----------------------------------------------------------------------------
+
+
+class Served:
+    """Prometheus over `tsdb`, restartable (to load blocks written while it ran), with its peak RSS."""
+
+    def __init__(self, tsdb: Path, *, args: argparse.Namespace, at: float) -> None:
+        self.tsdb, self.args, self.at = tsdb, args, at
+        self.config = tsdb.parent / "prometheus.yml"
+        self.config.write_text(EMPTY_CONFIG)
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.peak_rss_mib = 0.0
+        self.loaded: list[str] = []
+        self._context: Any = None
+
+    def __enter__(self) -> Served:
+        flags = (f"--query.lookback-delta={lookback_delta(STEP_S)}", "--storage.tsdb.max-block-duration=2h")
+        self._context = running_prometheus(
+            self.args.prometheus, data=self.tsdb, config=self.config, port=self.port, extra=flags
+        )
+        self.url = self._context.__enter__()
+        probe = f"count({features.GPU_TEMP})"
+        deadline = time.monotonic() + 60
+        while not instant_query(self.url, probe, at=self.at):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the backfilled blocks never became queryable")
+            time.sleep(0.2)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sample_rss()
+        self._context.__exit__(None, None, None)
+
+    def sample_rss(self) -> float:
+        """Prometheus' own resident memory now (`process_resident_memory_bytes`), kept as the peak."""
+        import urllib.request  # noqa: PLC0415
+
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith("process_resident_memory_bytes "):
+                    self.peak_rss_mib = max(self.peak_rss_mib, float(line.split()[1]) / 2**20)
+        return self.peak_rss_mib
+
+    def load(self, blocks: Path) -> None:
+        """Move promtool's blocks into the TSDB and restart, so they are queried."""
+        self.__exit__()
+        for block in blocks.iterdir():
+            if block.is_dir():
+                shutil.move(str(block), self.tsdb / block.name)
+                self.loaded.append(block.name)
+        self.__enter__()
+
+    def unload(self) -> None:
+        """Remove every block `load` moved in, and restart."""
+        self.__exit__()
+        for name in self.loaded:
+            shutil.rmtree(self.tsdb / name)
+        self.loaded.clear()
+        self.__enter__()
+
+
+def _free_port() -> int:
+    import socket  # noqa: PLC0415
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- the plan -------------------------------------------------------------------------------------------
+
+
+class Plan:
+    """The instants, windows and rules of a run (all from the model card and `recorded_rules`)."""
+
+    def __init__(self, models: Path) -> None:
+        card = json.loads((models / _current(models) / "card.json").read_text())
+        self.tail_s = float(card["sustain_s"])
+        self.rules = rules.specs()
+        # The records the recorded path reads (`READ`; every record where the module has no such list),
+        # from the first instant read (`now - tail`) on, a step back for margin.
+        self.read = tuple(getattr(rr, "READ", rr.RECORDS))
+        self.read_from_rel = -(math.floor(self.tail_s / STEP_S) * STEP_S) - STEP_S
+        starts = rules.needed_starts(self.rules, read=dict.fromkeys(self.read, self.read_from_rel))
+        self.starts_rel = {k: _grid(v) for k, v in starts.items() if k != rules.RAW}
+        raw_from = min(starts.get(rules.RAW, 0.0), -LOOKBACK_S)
+        self.steps = int(-raw_from // STEP_S) + 3  # from there to `now`, and the warm cycle's step
+        self.now = START + STEP_S * (self.steps - 2)
+        short = recorded_features.SHORT_WINDOW_S + math.ceil(self.tail_s / STEP_S) * STEP_S + STEP_S
+        self.short_from = self.now - short - STEP_S
+
+    @property
+    def end(self) -> float:
+        return self.now + STEP_S
+
+    def starts(self) -> dict[str, float]:
+        """From when each record must be held for every rule feeding the read records to be evaluated."""
+        return {k: self.now + v for k, v in self.starts_rel.items()}
+
+    def read_starts(self) -> dict[str, float]:
+        """The records Sickbay reads, over the instants it reads: what a copied fleet holds."""
+        return dict.fromkeys(self.read, self.now + self.read_from_rel)
+
+
+def _current(models: Path) -> str:
+    return str(json.loads((models / "CURRENT.json").read_text())["current"])
+
+
+def _grid(t: float) -> float:
+    return math.floor(t / STEP_S) * STEP_S
+
+
+def rule_costs(url: str, plan: Plan, *, held_raw_from: float, held: dict[str, float]) -> dict[str, Any]:
+    """Each rule whose inputs Prometheus holds, evaluated at `now`; the others named, with why not."""
+    costs, skipped = [], {}
+    for rule in plan.rules:
+        needs = plan.now - rule.reach_s
+        if rule.raw and needs < held_raw_from:
+            skipped[rule.record] = f"reads {rule.reach_s / 3600:g} h raw"
+            continue
+        short = [d for d in rule.deps if held.get(d, math.inf) > needs]
+        if short:
+            skipped[rule.record] = f"reads {', '.join(short)} further back than held"
+            continue
+        costs.append(asdict(rules.evaluate(url, rule, at=plan.now)))
+    return {"rules": costs, "not_evaluated": skipped}
+
+
+def record_levels(served: Served, plan: Plan, work: Path, args: argparse.Namespace) -> float:
+    """promtool evaluates every rule over the instants needed, a level at a time; the seconds it took.
+
+    The rule files are at the same path in every run: Prometheus (and promtool) evaluate a group at an
+    offset within its interval hashed from the group's name and file (`Group.EvalTimestamp`,
+    prometheus/prometheus rules/group.go), so the same path gives the same instants, hence equal values."""
+    seconds = 0.0
+    starts = plan.starts()
+    args.rules_dir.mkdir(parents=True, exist_ok=True)
+    for level in sorted({r.level for r in plan.rules}):
+        members = [r for r in plan.rules if r.level == level]
+        path = rules.rule_file(members, args.rules_dir / f"level{level}.yaml")
+        out = work / f"recorded-level{level}"
+        start = min(starts[r.record] for r in members)
+        seconds += rules.backfill_level(
+            args.promtool, url=served.url, rules_path=path, start=start, end=plan.end + 1, out_dir=out
+        )
+        served.load(out)
+    return seconds
+
+
+_OPENMETRICS = ("tsdb", "create-blocks-from", "openmetrics", "--quiet")
+
+
+def _span_block_s(series: Sequence[fleet.Recorded]) -> int:
+    """A block length promtool accepts (2 h x 3^k) covering the series' span wherever it falls."""
+    times = [t for one in series for t, _ in one.points[:1] + one.points[-1:]] or [0.0]
+    span, length = max(times) - min(times), 7200
+    while length < 2 * span + 7200:
+        length *= 3
+    return length
+
+
+def record_on_grid(served: Served, plan: Plan, work: Path, args: argparse.Namespace) -> float:
+    """Every rule evaluated at the 5-minute grid's instants over the instants needed, a level at a time
+    (each rule's expression as a range query at its interval, written under its record name as
+    OpenMetrics, turned into blocks by promtool and loaded before the next level); the seconds it took.
+
+    On the grid, not where `promtool tsdb create-blocks-from rules` puts them: promtool (like Prometheus)
+    evaluates a group at an offset within its interval hashed from the group's file and name
+    (`Group.EvalTimestamp`, prometheus/prometheus rules/group.go), which differs from run to run with the
+    file's path; the grid makes the copied fleet's check exact. With `--promtool-rules` the first raw-week
+    size also scores promtool's own series (`record_levels`), which the reader must read as well (slow:
+    promtool evaluates every level at every step of the week)."""
+    started = time.perf_counter()
+    starts = plan.starts()
+    for level in sorted({r.level for r in plan.rules}):
+        series = []
+        for rule in (r for r in plan.rules if r.level == level):
+            series += fleet.evaluate_on_grid(
+                served.url,
+                rule.record,
+                rule.expr,
+                start=starts[rule.record],
+                end=plan.end,
+                step_s=rule.interval_s,
+            )
+        text, out = work / f"grid-level{level}.om", work / f"grid-level{level}"
+        fleet.write_copies(series, text, copies=1, base=None)
+        out.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            # One block for the whole span: promtool parses the file once per block it makes.
+            [
+                str(args.promtool),
+                *_OPENMETRICS,
+                f"--max-block-duration={_span_block_s(series)}s",
+                str(text),
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        text.unlink()
+        served.load(out)
+    return time.perf_counter() - started
+
+
+# -- the sizes ------------------------------------------------------------------------------------------
+
+
+def run_raw_size(nodes: int, *, plan: Plan, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The raw week at `nodes`: raw cycle, the recorded series, the rules' cost, recorded cycle."""
+    dataset = work / "dataset"
+    bench_scoring.synthesise(dataset, nodes=nodes, steps=plan.steps, seed=0, gap_share=0.0)
+    fill = backfill.backfill(dataset, work / "tsdb", promtool=args.promtool)
+    row: dict[str, Any] = {"nodes": nodes, "gpus": nodes * GPUS, "kind": "raw week", "backfill": _fill(fill)}
+    phases = row["phases_s"] = {}
+    clock = [time.perf_counter()]
+
+    def done(phase: str) -> None:
+        now = time.perf_counter()
+        phases[phase] = now - clock[0]
+        clock[0] = now
+        print(f"    {nodes} nodes: {phase} {phases[phase]:.0f}s", file=sys.stderr, flush=True)
+
+    with Served(work / "tsdb", args=args, at=plan.now) as served:
+        row["raw"] = run_child(served.url, now=plan.now, args=args)
+        done("raw cycle")
+        if work.name != "base":
+            return row  # the raw path's growth; the rules are evaluated at the base (the largest) only
+        if args.promtool_rules and nodes == args.raw_nodes[0]:
+            # The rules as promtool (and Prometheus) schedule them, at the group's offset; then removed.
+            row["promtool_rules_s"] = record_levels(served, plan, work, args)
+            row["recorded_promtool"] = run_child(served.url, now=plan.now, args=args)
+            served.unload()
+            done("promtool rules")
+        row["grid_rules_s"] = record_on_grid(served, plan, work, args)
+        done("recording on the grid")
+        # After the recorded series exist, so a rule that reads another rule's series finds them.
+        row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=plan.starts())
+        done("rule costs")
+        row["recorded"] = run_child(served.url, now=plan.now, args=args)
+        row["export"] = fleet.export(served.url, plan.read_starts(), end=plan.end, step_s=STEP_S)
+        row["prometheus_rss_mib"] = served.sample_rss()
+        done("recorded cycle")
+    return row
+
+
+def run_recorded_size(
+    nodes: int, *, base: dict[str, Any], plan: Plan, args: argparse.Namespace, work: Path
+) -> dict[str, Any]:
+    """Copies of the base fleet holding what the recorded path reads: recorded cycle, what rules it can."""
+    copies = nodes // base["nodes"]
+    rows = fleet.tile_dataset(
+        work.parent / "base" / "dataset",
+        work / "dataset",
+        copies=copies,
+        base=base["nodes"],
+        since=plan.short_from,
+    )
+    jobs = 1 if rows * len(features.SOURCE_METRICS) / (plan.now - plan.short_from) * 7200 > 20e6 else 2
+    fill = backfill.backfill(work / "dataset", work / "tsdb", promtool=args.promtool, jobs=jobs)
+    shutil.rmtree(work / "dataset")
+    started = time.perf_counter()
+    text = work / "recorded.om"
+    recorded = fleet.write_copies(base["export"], text, copies=copies, base=base["nodes"])
+    subprocess.run(
+        [
+            str(args.promtool),
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "--quiet",
+            str(text),
+            str(work / "tsdb"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    text.unlink()
+    row: dict[str, Any] = {
+        "nodes": nodes,
+        "gpus": nodes * GPUS,
+        "kind": f"{copies} copies of {base['nodes']}",
+        "backfill": {
+            **_fill(fill),
+            "recorded_samples": recorded,
+            "recorded_s": time.perf_counter() - started,
+        },
+    }
+    held = plan.read_starts()
+    with Served(work / "tsdb", args=args, at=plan.now) as served:
+        row["recorded"] = run_child(served.url, now=plan.now, args=args)
+        row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=held)
+        if args.verify and copies > 1 and nodes == args.nodes[0]:  # it holds this fleet's whole week
+            row["verify"] = verify(served.url, nodes, base=base, plan=plan, args=args, work=work)
+        row["prometheus_rss_mib"] = served.sample_rss()
+    return row
+
+
+def verify(
+    url: str, nodes: int, *, base: dict[str, Any], plan: Plan, args: argparse.Namespace, work: Path
+) -> dict[str, Any]:
+    """The copied recorded series against the rules evaluated over the copied fleet's own raw week."""
+    copied = fleet.export(url, plan.read_starts(), end=plan.end, step_s=STEP_S)
+    check = work / "verify"
+    fleet.tile_dataset(
+        work.parent / "base" / "dataset",
+        check / "dataset",
+        copies=nodes // base["nodes"],
+        base=base["nodes"],
+        since=-math.inf,
+    )
+    backfill.backfill(check / "dataset", check / "tsdb", promtool=args.promtool)
+    with Served(check / "tsdb", args=args, at=plan.now) as served:
+        record_on_grid(served, plan, check, args)
+        evaluated = fleet.export(served.url, plan.read_starts(), end=plan.end, step_s=STEP_S)
+    shutil.rmtree(check)
+    return {**fleet.compare(evaluated, copied), "series": len(evaluated)}
+
+
+def _fill(fill: backfill.BackfillStats) -> dict[str, Any]:
+    return {
+        "samples": fill.samples,
+        "seconds": fill.elapsed_s,
+        "bytes_per_sample": fill.bytes_per_sample,
+        "start": fill.start,
+        "end": fill.end,
+    }
+
+
+# -- the run --------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench_scoring_scale", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--nodes", type=int, action="append", help="recorded-path size (repeatable)")
+    parser.add_argument("--raw-nodes", type=int, action="append", help="raw-week size (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="a 2-node base and 4 nodes: a smoke run")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the copied recorded series at the smallest size (backfills its whole week)",
+    )
+    parser.add_argument(
+        "--promtool-rules",
+        action="store_true",
+        help="also score promtool's rule backfill (at the group's offset) at the first size: slow, every level over the week",
+    )
+    parser.add_argument("--budget-s", type=float, default=math.inf, help="start no size after this long")
+    parser.add_argument("--child-timeout-s", type=float, default=3600.0)
+    parser.add_argument("--models", type=Path, default=MODELS)
+    parser.add_argument("--prometheus", type=Path, default=PROMETHEUS)
+    parser.add_argument("--promtool", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--now", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args(list(argv))
+    if args.quick:
+        args.nodes = args.nodes or list(QUICK_SIZES)
+        args.raw_nodes = args.raw_nodes or list(QUICK_RAW)
+    args.nodes = sorted(args.nodes or SIZES)
+    args.raw_nodes = sorted(args.raw_nodes or RAW_SIZES)
+    args.promtool = backfill.find_promtool(args.promtool)
+    base = args.raw_nodes[-1]
+    if not args.child and any(n % base for n in args.nodes):
+        parser.error(f"every --nodes must be a multiple of the largest --raw-nodes ({base})")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> Group:
+    args = parse_args(argv or [])
+    if not args.prometheus.exists():
+        raise SystemExit(f"{args.prometheus} is missing (Debian package `prometheus`)")
+    load_at_start = os.getloadavg()
+    plan = Plan(args.models)
+    started = time.perf_counter()
+    report: dict[str, Any] = {
+        "benchmark": "scoring_scale",
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine.describe(load_at_start),
+        "config": {
+            "lookback_s": LOOKBACK_S,
+            "step_s": STEP_S,
+            "gpus_per_node": GPUS,
+            "tail_s": plan.tail_s,
+            "history_steps": plan.steps,
+            "short_window_s": plan.now - plan.short_from,
+            "rules": len(plan.rules),
+            "levels": len({r.level for r in plan.rules}),
+        },
+        "rows": [],
+        "not_run": [],
+    }
+    base: dict[str, Any] | None = None
+    with tempfile.TemporaryDirectory(prefix="sickbay-bench-scale-") as tmp:
+        args.rules_dir = Path(tmp) / "rules"
+        sizes = [("raw", n) for n in args.raw_nodes] + [("recorded", n) for n in args.nodes]
+        last: tuple[int, float] | None = None  # (nodes, seconds) of the last recorded-path size
+        for kind, nodes in sizes:
+            left = args.budget_s - (time.perf_counter() - started)
+            # A recorded-path size costs about its GPUs' share of the last one's time (backfill, reads).
+            guess = last[1] * nodes / last[0] if kind == "recorded" and last else 0.0
+            if left <= 0 or guess > left:
+                why = f"time budget: {left:.0f} s of {args.budget_s:g} s left"
+                why += f", about {guess:.0f} s needed (the last size's time per node)" if guess else ""
+                report["not_run"].append({"kind": kind, "nodes": nodes, "why": why})
+                continue
+            size_started = time.perf_counter()
+            work = Path(tmp) / (
+                "base" if kind == "raw" and nodes == args.raw_nodes[-1] else f"{kind}-{nodes}"
+            )
+            try:
+                if kind == "raw":
+                    row = run_raw_size(nodes, plan=plan, args=args, work=work)
+                    base = row if work.name == "base" else base
+                else:
+                    assert base is not None
+                    row = run_recorded_size(nodes, base=base, plan=plan, args=args, work=work)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                report["not_run"].append({"kind": kind, "nodes": nodes, "why": f"failed: {exc}"[:600]})
+                print(f"  {kind} {nodes}: failed: {exc}", file=sys.stderr)
+                continue
+            finally:
+                if work.name != "base":
+                    shutil.rmtree(work, ignore_errors=True)
+            row["seconds"] = time.perf_counter() - size_started
+            report["rows"].append({k: v for k, v in row.items() if k != "export"})
+            last = (nodes, row["seconds"]) if kind == "recorded" else last
+            print(f"  {kind} {nodes:,} nodes done at {time.perf_counter() - started:.0f}s", file=sys.stderr)
+            _write(args.out, report)
+    report["load_at_end"] = os.getloadavg()
+    _write(args.out, report)
+    return render(report, out=args.out)
+
+
+def _write(path: Path, report: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    _args = parse_args(sys.argv[1:])
+    if _args.child:
+        child_main(_args)
+    else:
+        (Console() if sys.stdout.isatty() else Console(width=180)).print(main(sys.argv[1:]))
