@@ -26,12 +26,11 @@ import numpy as np
 import pandas as pd
 
 from app.predict import recorded_rules as rr
-from app.predict.features import compute, events, links, memory
+from app.predict.features import compute, events, links, memory, thermal
 from app.predict.features import fields as f
 from app.predict.features.frame import KEY_COLUMNS, Normalised
 from app.predict.features.series import (
     HOUR,
-    SURPRISE_CLIP,
     W1H,
     W6H,
     W7D,
@@ -39,6 +38,7 @@ from app.predict.features.series import (
     Array,
     Series,
     counter,
+    poisson_surprise,
     rate,
     relative,
     sum_optional,
@@ -165,12 +165,7 @@ def _surprise(s: Series, increments: Array, span: Array, total: Array) -> Array:
     window spans the whole week, so the time before the recent window is the week less its span."""
     n = s.wsum(increments, W6H, since_reset=True)
     before = W7D - span
-    ok = (span > 0) & (before > 0) & ~np.isnan(total)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(ok, span / np.where(ok, before, 1.0), 0.0)
-        m = np.maximum(total - n, 0.0)
-        z = 2.0 * (np.sqrt(np.maximum(n, 0.0) + 0.375) - np.sqrt(ratio * m + 0.375)) / np.sqrt(1.0 + ratio)
-    return np.where(ok, np.clip(z, -SURPRISE_CLIP, SURPRISE_CLIP), np.nan)
+    return poisson_surprise(n, total, span, before, ok=(span > 0) & (before > 0) & ~np.isnan(total))
 
 
 def _thermal(df: Normalised, s: Series, r: Mapping[str, Array]) -> dict[str, Array]:
@@ -199,15 +194,19 @@ def _residual(
     if util is None:
         return mean_w - mean_t7
     valid = ~np.isnan(temp) & ~np.isnan(util)
-    count = r[rr.thermal(which, "count")]
     mu, mt = r[rr.thermal(which, "util")], r[rr.thermal(which, "temp")]
     with np.errstate(invalid="ignore", divide="ignore"):
-        var_u = r[rr.thermal(which, "util_sq")] - mu * mu
-        cov = r[rr.thermal(which, "util_temp")] - mu * mt
-        slope = np.where(var_u > 1.0, cov / var_u, 0.0)
         u_w = s.wsum(np.where(valid, util, 0.0), window) / s.wcount(valid, window)
-        expected = np.where(count > 0, mt + slope * (u_w - mu), mean_t7)
-    return np.where(np.isnan(u_w), mean_w - mean_t7, mean_w - expected)
+    return thermal.line_residual(
+        mean_w,
+        u_w,
+        mean_t7,
+        count=r[rr.thermal(which, "count")],
+        mu=mu,
+        mt=mt,
+        var_u=r[rr.thermal(which, "util_sq")] - mu * mu,
+        cov=r[rr.thermal(which, "util_temp")] - mu * mt,
+    )
 
 
 def _links(df: Normalised, s: Series, r: Mapping[str, Array]) -> dict[str, Array]:

@@ -268,7 +268,13 @@ def surprise(s: Series, c: Counter, recent: float, baseline: float) -> Array:
     span = s.span(recent, c.samples, since_reset=True)
     before = s.span(baseline, c.samples, since_reset=True) - span
     seen = s.wcount(c.valid, recent, since_reset=True) > 0
-    ok = seen & (span > 0) & (before > 0)
+    return poisson_surprise(n, total, span, before, ok=seen & (span > 0) & (before > 0))
+
+
+def poisson_surprise(n: Array, total: Array, span: Array, before: Array, *, ok: Mask) -> Array:
+    """`surprise`'s z from its parts: the recent count `n` of `span` seconds, the baseline window's `total`
+    count, the baseline time `before` the recent span; NaN where not `ok`. Apart so the recorded path,
+    whose totals come from recording rules, takes the same statistic."""
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.where(ok, span / np.where(ok, before, 1.0), 0.0)
         m = np.maximum(total - n, 0.0)

@@ -82,8 +82,18 @@ def _residual(s: Series, temp: Array, util: Array | None, window: float) -> Arra
         mt = s.wsum(t, W7D) / count
         var_u = s.wsum(u * u, W7D) / count - mu * mu
         cov = s.wsum(u * t, W7D) / count - mu * mt
-        slope = np.where(var_u > 1.0, cov / var_u, 0.0)
         u_w = s.wsum(u, window) / s.wcount(valid, window)
+    return line_residual(mean_w, u_w, mean_t7, count=count, mu=mu, mt=mt, var_u=var_u, cov=cov)
+
+
+def line_residual(
+    mean_w: Array, u_w: Array, mean_t7: Array, *, count: Array, mu: Array, mt: Array, var_u: Array, cov: Array
+) -> Array:
+    """`_residual` from the 7-day moments (`count` samples, means `mu` of utilisation and `mt` of
+    temperature, `var_u`, `cov`) and the window's means: apart so the recorded path, whose moments come
+    from recording rules, fits the same line."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slope = np.where(var_u > 1.0, cov / var_u, 0.0)
         expected = np.where(count > 0, mt + slope * (u_w - mu), mean_t7)
     return np.where(np.isnan(u_w), mean_w - mean_t7, mean_w - expected)
 
