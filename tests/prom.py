@@ -77,9 +77,12 @@ def instant_query(url: str, promql: str, *, at: float | None = None) -> list[dic
     params = {"query": promql}
     if at is not None:
         params["time"] = f"{at:.3f}"
-    with urllib.request.urlopen(
-        f"{url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=30
-    ) as response:
+    return _result(f"{url}/api/v1/query", params, timeout=30)
+
+
+def _result(endpoint: str, params: dict[str, str], *, timeout: float) -> list[dict[str, Any]]:
+    """The `data.result` of a query API answer (asserts success)."""
+    with urllib.request.urlopen(f"{endpoint}?{urllib.parse.urlencode(params)}", timeout=timeout) as response:
         body = json.load(response)
     assert body["status"] == "success", body
     result: list[dict[str, Any]] = body["data"]["result"]
@@ -133,13 +136,7 @@ def backfilled_prometheus(
 def range_query(url: str, promql: str, *, start: float, end: float, step_s: float) -> list[dict[str, Any]]:
     """The result matrix of a range query (asserts success)."""
     params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}s"}
-    with urllib.request.urlopen(
-        f"{url}/api/v1/query_range?{urllib.parse.urlencode(params)}", timeout=120
-    ) as response:
-        body = json.load(response)
-    assert body["status"] == "success", body
-    result: list[dict[str, Any]] = body["data"]["result"]
-    return result
+    return _result(f"{url}/api/v1/query_range", params, timeout=120)
 
 
 def openmetrics(name: str, matrix: list[dict[str, Any]]) -> str:
