@@ -362,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> Group:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="sickbay-bench-scoring-") as tmpdir:
         for nodes in args.nodes:
-            rows.append(run_size(nodes, args=args, tmp=Path(tmpdir), port=_free_port()))
+            rows.append(run_size(nodes, args=args, tmp=Path(tmpdir), port=free_port()))
     report = {
         "benchmark": "scoring",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -381,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> Group:
     return render(rows, args, load=(load_at_start, os.getloadavg()))
 
 
-def _free_port() -> int:
+def free_port() -> int:
     import socket  # noqa: PLC0415
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -160,7 +160,7 @@ class Served:
         self.tsdb, self.args, self.at = tsdb, args, at
         self.config = tsdb.parent / "prometheus.yml"
         self.config.write_text(EMPTY_CONFIG)
-        self.port = _free_port()
+        self.port = bench_scoring.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.peak_rss_mib = 0.0
         self.loaded: list[str] = []
@@ -210,14 +210,6 @@ class Served:
             shutil.rmtree(self.tsdb / name)
         self.loaded.clear()
         self.__enter__()
-
-
-def _free_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- the plan -------------------------------------------------------------------------------------------
