@@ -3,11 +3,9 @@ always stopped at teardown."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -21,6 +19,7 @@ from typing import IO
 
 import pytest
 
+from app.demo.processes import free_port as _free_port
 from tests import year_ahead
 from tests.tlsfiles import TlsFiles
 
@@ -51,12 +50,6 @@ def _no_risk_model_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Loading the shipped model costs ~0.3 s of CPU per service start; only the tests about prediction
     need it (they pass `prediction=...` to the settings, which wins over the environment)."""
     monkeypatch.setenv("SICKBAY_PREDICTION__ENABLED", "false")
-
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _sickbay_command() -> list[str]:

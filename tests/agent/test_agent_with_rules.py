@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -18,6 +17,7 @@ import yaml
 
 from app.agent.agent import Agent
 from app.agent.settings import load_agent_settings
+from app.demo.processes import free_port as _free_port
 from tests.agent.fake_pynvml import FakeNvml, make_gpu
 
 RULES = Path(__file__).resolve().parents[2] / "rules" / "prometheus" / "sickbay-rules.yaml"
@@ -28,12 +28,6 @@ pytestmark = [
         PROMETHEUS is None, reason="Debian's prometheus is not installed (make test installs it)"
     ),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _firing(port: int) -> list[dict[str, Any]]:

@@ -7,7 +7,6 @@ fast-forwarded with looptime: the agent's backoff sees the full 30 s, the test d
 from __future__ import annotations
 
 import asyncio
-import socket
 import sqlite3
 from pathlib import Path
 
@@ -17,17 +16,12 @@ from aiohttp import web
 from app.agent.main import run_agent
 from app.agent.settings import load_agent_settings
 from app.config.settings import load_settings
+from app.demo.processes import free_port as _free_port
 from app.service.runtime import SERVICES, build_app
 from tests.agent.fake_pynvml import FakeNvml
 
 pytestmark = pytest.mark.slow
 TOKEN = "outage-token"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _agent_rows(db: Path) -> list[tuple[str, str]]:

@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from app.demo.processes import free_port as _free_port
 from app.sim.kubeapi import KubeApiServer
 from tests.payloads import alert, webhook
 
@@ -45,12 +45,6 @@ def _render() -> list[dict[str, Any]]:
         timeout=60,
     ).stdout
     return [d for d in yaml.safe_load_all(out) if d]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _get(url: str) -> str:

@@ -25,7 +25,6 @@ import contextlib
 import io
 import json
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from app.demo.processes import free_port
 from app.predict import backtest_cli, commands, dataset
 from app.predict.features import fields as feature_fields
 from app.sim.fleet import modes, personality
@@ -131,12 +131,6 @@ def fleets(text: str) -> list[tuple[str, int]]:
             raise SystemExit(f"unknown personality {name!r} (one of {', '.join(personality.NAMES)})")
         out.append((name, int(seed) if seed else 31 + len(out)))
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def binary(name: str) -> Path:

@@ -22,7 +22,6 @@ import json
 import multiprocessing
 import os
 import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -42,6 +41,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from app.demo.processes import free_port
 from tests.perf import machine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -258,12 +258,6 @@ def run_load(
 
 
 # ----------------------------------------------------------------------------------------- server side
-
-
-def free_port() -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def cpu_seconds(pid: int) -> float:

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import sqlite3
 import statistics
 import sys
@@ -34,6 +33,7 @@ import aiohttp
 import yaml
 from rich.table import Table
 
+from app.demo.processes import free_port as _free_port
 from tests.payloads import alert, webhook
 from tests.perf import machine
 
@@ -45,12 +45,6 @@ SAMPLES = 8
 LATENCY_MS = 5.0
 TOKEN = "bench-read-flood"
 GOAL_RATIO = 2.0
-
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _sickbay() -> list[str]:

@@ -52,6 +52,7 @@ from rich.table import Table
 from rich.text import Text
 
 from app import dcgm_fields
+from app.demo.processes import free_port
 from app.predict import features, prometheus, promql, recent_window, service
 from app.sim.fleet import backfill
 from tests.perf import machine
@@ -379,14 +380,6 @@ def main(argv: Sequence[str] | None = None) -> Group:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     return render(rows, args, load=(load_at_start, os.getloadavg()))
-
-
-def free_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def render(

@@ -52,6 +52,7 @@ from typing import Any
 
 from rich.console import Console, Group
 
+from app.demo.processes import free_port
 from app.predict import features, prometheus, recorded_features, recorded_reader, service
 from app.predict import recorded_rules as rr
 from app.sim.fleet import backfill
@@ -160,7 +161,7 @@ class Served:
         self.tsdb, self.args, self.at = tsdb, args, at
         self.config = tsdb.parent / "prometheus.yml"
         self.config.write_text(EMPTY_CONFIG)
-        self.port = bench_scoring.free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.peak_rss_mib = 0.0
         self.loaded: list[str] = []

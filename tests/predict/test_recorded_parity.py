@@ -46,6 +46,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from app.config.settings import PredictionSettings
+from app.demo.processes import free_port
 from app.obs.metrics import create_metrics
 from app.predict import dataset, features, recorded_reader
 from app.predict import prometheus as predict_prometheus
@@ -125,7 +126,7 @@ def served(fleet: Path, tmp_path_factory: pytest.TempPathFactory) -> Served:
         "--storage.tsdb.max-block-duration=2h",
     )
     now = float(dataset.read_timeseries(fleet)["timestamp"].max()) // 3600 * 3600
-    port = acceptance.free_port()
+    port = free_port()
     for i, rules in enumerate(levels()):
         with prom.running_prometheus(prometheus, data=data, config=config, port=port, extra=flags) as url:
             text = "".join(
