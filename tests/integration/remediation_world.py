@@ -143,7 +143,7 @@ class World:
 
 
 async def eventually(
-    check: Callable[[], Awaitable[bool]], *, timeout: float = 15.0, what: str = "condition"
+    check: Callable[[], Awaitable[bool]], *, timeout: float = 45.0, what: str = "condition"
 ) -> None:
     deadline = time.monotonic() + timeout
     while True:
