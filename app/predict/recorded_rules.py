@@ -16,8 +16,9 @@ series for one new row only:
    the range's ends: nothing extrapolated, a reset counted as Prometheus counts it);
 1. hourly, from the rows: `sum_over_time(R[59m59s999ms])`, the 12 row samples the group wrote in the
    last hour (one per evaluation, each standing for its own grid instant): the rows of `(g - 1h, g]`;
-2. daily, from the hourly series: `H + H offset 1h + ... + H offset 23h`, 24 instant selectors;
-3. weekly, from the daily series: `D + D offset 1d + ... + D offset 6d`, 7 instant selectors.
+2. daily, from the hourly series: `H + H offset 1h + ... + H offset 23h`, 24 selectors, each
+   `last_over_time(H[4m59s999ms] offset k h)`: the sample of the round k hours before, or none;
+3. weekly, from the daily series: `D + D offset 1d + ... + D offset 6d`, 7 such selectors.
 
 A group evaluates its rules in order at one timestamp per round (docs: "rules within a group are run
 sequentially at a regular interval, with the same evaluation time",
@@ -28,13 +29,16 @@ rule; with `--enable-feature=concurrent-rule-eval` only rules no other rule read
 `offset k h` selector finds the sample the same rule wrote k hours earlier, at the same phase: the
 evaluation timestamps are `interval` apart exactly (`Group.EvalTimestamp`, "consistently slotted").
 
-A round that does not run writes no row. Prometheus skips the slots a slow round overran ("missed":
-`evalTimestamp.Add((missed + 1) * g.interval)`, counted in `prometheus_rule_group_iterations_missed_total`,
-rules/group.go `Group.run`) and evaluates none of the slots it was down for. The hourly sums over such a
-slot then hold 11 rows or fewer, the weekly presence count falls below `FULL_WEEK` for the week that
-follows, and `recorded_reader` reads every GPU so affected raw (as it reads every GPU in the rules' first
-week): a gap costs a week of raw reads, never a wrong feature. A GPU missing for a whole hour of the week
-has no hourly sample there, so `+` drops it from the daily and weekly sums: not regular either.
+A round that does not run writes nothing, at any level. Prometheus skips the slots a slow round overran
+("missed": `evalTimestamp.Add((missed + 1) * g.interval)`, counted in
+`prometheus_rule_group_iterations_missed_total`, rules/group.go `Group.run`) and evaluates none of the
+slots it was down for. For a week after such a slot every weekly sum lacks its row: the hourly sums over
+it hold 11 rows, and a daily or weekly sum that would read the missed round's own sample has none, so
+`+` drops the GPU there (an instant selector would have read the round before instead: hence the
+one-round ranges). The presence count is then below `FULL_WEEK` or absent, and `recorded_reader` reads
+the GPU raw (as it reads every GPU in the rules' first week): a missed round costs a week of raw reads,
+never a wrong feature (tests/predict/test_recorded_missed_round.py). A GPU missing for a whole hour of
+the week has no hourly sample there, so `+` drops it from the daily and weekly sums: not regular either.
 
 Samples one evaluation loads, at 80,000 GPU series per metric (10,000 nodes x 8 GPUs); `query.max-samples`
 counts the samples a query holds at once (https://prometheus.io/docs/prometheus/latest/command-line/
@@ -47,7 +51,8 @@ Summing that over every selector of a rule bounds it from above (the engine free
   <= 4 (0.32M), episodes 6 (0.48M), resets 2 x 8 fields (1.3M), persistence 13 per field (1M; 2.1M for
   the CRC's two fields, the largest); the first version's hourly subqueries held 12 times these, and 38
   `== bool code` selectors for the XID "workload" class (36.5M);
-- hourly: 12 row samples (0.96M); daily: 24 selectors (1.9M); weekly: 7 (0.6M); the ratios: 2 (0.16M).
+- hourly: 12 row samples (0.96M); daily: 24 one-sample selectors (1.9M); weekly: 7 (0.6M); the ratios:
+  2 (0.16M).
 
 `tests/predict/test_recorded_rules_samples.py` recomputes these bounds from the rule text. Names follow
 Prometheus' `level:metric:operations` (https://prometheus.io/docs/practices/rules/): level `gpu` (no
@@ -140,7 +145,11 @@ class Sum:
 
 
 def _offsets(name: str, n: int, unit: str) -> str:
-    return " + ".join(name if k == 0 else f"{name} offset {k}{unit}" for k in range(n))
+    """`name` now and k units before, k < n, each the sample of that very round: an instant selector would
+    take the round before in its place when that round was missed (its look-back, 5 min by default, holds
+    a sample exactly 5 min old in Prometheus 2.x), adding a window shifted by a row in silence."""
+    one = f"last_over_time({name}[{ROW_RANGE}]"
+    return " + ".join(f"{one})" if k == 0 else f"{one} offset {k}{unit})" for k in range(n))
 
 
 def _increment(m: str) -> str:

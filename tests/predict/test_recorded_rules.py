@@ -33,7 +33,7 @@ def levels_group() -> dict[str, object]:
 
 def _reads_rows_or_exporter(expr: str) -> bool:
     """A row rule (reads the exporter) or an hourly one (reads rows): recorded.yaml tests those."""
-    return recorded_rules.ROW_RANGE in expr or recorded_rules.HOUR_RANGE in expr
+    return f"[{recorded_rules.ROW_RANGE}:" in expr or recorded_rules.HOUR_RANGE in expr
 
 
 def test_the_levels_test_holds_the_bundles_rules_over_recorded_series() -> None:

@@ -80,6 +80,9 @@ def test_the_bound_reads_subqueries_and_aliases() -> None:
     expr = "sum_over_time((increase(A[5m:5m]) or increase(DCGM_FI_DEV_XID_ERROR[5m:5m]))[59m59s999ms:5m])"
     assert samples_per_series(expr.replace("A[", "DCGM_FI_DEV_XID_ERRORS[")) == {"DCGM_FI_DEV_XID_ERRORS": 24}
     assert samples_per_series("gpu:x:a1h + gpu:x:a1h offset 1h") == {"gpu:x:a1h": 2}
+    # A range over a record: one sample per 5-minute round, ends included.
+    assert samples_per_series("sum_over_time(gpu:x:a5m[59m59s999ms])") == {"gpu:x:a5m": 12}
+    assert samples_per_series("last_over_time(gpu:x:a1h[4m59s999ms] offset 1h)") == {"gpu:x:a1h": 1}
 
 
 def test_raw_ranges_read_records_only() -> None:
@@ -90,7 +93,7 @@ def test_raw_ranges_read_records_only() -> None:
             plain = _RANGE.match(rule.expr, m.end())
             assert plain is None or m.group(1).startswith("gpu:"), rule.record
         ranges = re.findall(r"\[([^\]]*)\]", rule.expr)
-        assert all(":" in r or r == rr.HOUR_RANGE for r in ranges), rule.record
+        assert all(":" in r or r in (rr.HOUR_RANGE, rr.ROW_RANGE) for r in ranges), rule.record
 
 
 @pytest.mark.parametrize("rule", rr.rules(), ids=lambda r: r.record)
@@ -111,7 +114,7 @@ def test_the_documented_worst_cases() -> None:
     assert by_record[rr.XID_CHANGE_SUM.name("5m")] == 3 * GPUS
     # The hourly level sums the 12 rows the group wrote in the hour.
     assert by_record[rr.record(features.SBE_AGG, "increase1h")] == 12 * GPUS
-    # The daily and weekly levels are instant selectors only: 24 and 7 samples per series.
+    # The daily and weekly levels read one round's sample per offset: 24 and 7 samples per series.
     assert by_record[rr.increase(features.SBE_AGG, rr.DAY_MIN)] == 24 * GPUS
     assert by_record[rr.SAMPLES] == 7 * GPUS
     # The first version's `[7d:5m]` subquery: 2,016 + 1 points per series, over the limit at 80k GPUs;
