@@ -2,10 +2,10 @@
 
 Every long window the features read is a sum over the 5-minute grid's rows in `(g - W, g]` of a per-row
 quantity `q` (a counter's increment, a reset, an XID change, a valid temperature, ...), `g` the grid instant
-the rule stands for. The rules build each sum in four levels, so that no evaluation holds a week of
+the rule stands for. The rules build each sum in three levels, so that no evaluation holds a week of
 samples per GPU (the first version's `[7d:5m]` subqueries held GPUs x 2,016 points, over Prometheus'
 default `--query.max-samples` of 50,000,000 from ~24,800 GPUs on) and each evaluation reads the exporter's
-series for one new row only:
+series for its one new row only (the second version's hourly subqueries re-read 12 rows a round):
 
 0. the row, from the exporter's series: `sum_over_time((q)[4m59s999ms:5m])`, a subquery of one point. A
    subquery's points are the multiples of its step within its range, ends included (Prometheus 2.x),
@@ -14,31 +14,33 @@ series for one new row only:
    before the evaluation, at every millisecond phase. Inside the subquery `q` is evaluated at `g`, so
    `m offset 5m` is the row before and `increase(m[5m:5m])` the row's increment (its two points lie on
    the range's ends: nothing extrapolated, a reset counted as Prometheus counts it);
-1. hourly, from the rows: `sum_over_time(R[59m59s999ms])`, the 12 row samples the group wrote in the
-   last hour (one per evaluation, each standing for its own grid instant): the rows of `(g - 1h, g]`;
-2. daily, from the hourly series: `H + H offset 1h + ... + H offset 23h`, 24 selectors, each
-   `last_over_time(H[4m59s999ms] offset k h)`: the sample of the round k hours before, or none;
-3. weekly, from the daily series: `D + D offset 1d + ... + D offset 6d`, 7 such selectors.
+1. daily, from the rows: `sum_over_time(R[23h59m59s999ms])`, the 288 row samples the group wrote in the
+   last day (one a round, each standing for its own grid instant): the rows of `(g - 24h, g]`. One
+   range selector: 11x cheaper per evaluation than 24 `offset` selectors over hourly sums of the rows
+   (1.05 s against 0.095 s at 8,000 GPUs; docs/benchmarks.md), and no hourly series to keep;
+2. weekly, from the daily series: `D + D offset 1d + ... + D offset 6d`, 7 selectors, each
+   `last_over_time(D[4m59s999ms] offset k d)`: the sample of the round k days before, or none.
 
 A group evaluates its rules in order at one timestamp per round (docs: "rules within a group are run
 sequentially at a regular interval, with the same evaluation time",
 https://prometheus.io/docs/prometheus/latest/configuration/recording_rules/), each rule's samples committed
 before the next rule is evaluated (`Group.Eval`, prometheus/prometheus rules/group.go: `app.Commit()` per
 rule; with `--enable-feature=concurrent-rule-eval` only rules no other rule reads run concurrently,
-`buildDependencyMap` there). So the hourly rule sees the row its group wrote a moment before, and an
-`offset k h` selector finds the sample the same rule wrote k hours earlier, at the same phase: the
+`buildDependencyMap` there). So the daily rule sees the row its group wrote a moment before, and an
+`offset k d` selector finds the sample the same rule wrote k days earlier, at the same phase: the
 evaluation timestamps are `interval` apart exactly (`Group.EvalTimestamp`, "consistently slotted").
 
 A round that does not run writes nothing, at any level. Prometheus skips the slots a slow round overran
 ("missed": `evalTimestamp.Add((missed + 1) * g.interval)`, counted in
 `prometheus_rule_group_iterations_missed_total`, rules/group.go `Group.run`) and evaluates none of the
-slots it was down for. For a week after such a slot every weekly sum lacks its row: the hourly sums over
-it hold 11 rows, and a daily or weekly sum that would read the missed round's own sample has none, so
-`+` drops the GPU there (an instant selector would have read the round before instead: hence the
-one-round ranges). The presence count is then below `FULL_WEEK` or absent, and `recorded_reader` reads
-the GPU raw (as it reads every GPU in the rules' first week): a missed round costs a week of raw reads,
-never a wrong feature (tests/predict/test_recorded_missed_round.py). A GPU missing for a whole hour of
-the week has no hourly sample there, so `+` drops it from the daily and weekly sums: not regular either.
+slots it was down for. For a week after such a slot every weekly sum lacks its row: the daily sums over
+it hold 287 rows, and a weekly sum that would read the missed round's own daily sample has none, so `+`
+drops the GPU there (an instant selector would have read the round before instead, exactly 5 min old,
+inside Prometheus 2.x's default look-back: hence the one-round ranges). The presence count is then below
+`FULL_WEEK` or absent, and `recorded_reader` reads the GPU raw (as it reads every GPU in the rules'
+first week): a missed round costs a week of raw reads, never a wrong feature
+(tests/predict/test_recorded_missed_round.py). A GPU missing for a whole day of the week has no daily
+sample there, so `+` drops it from the weekly sums: not regular either.
 
 Samples one evaluation loads, at 80,000 GPU series per metric (10,000 nodes x 8 GPUs); `query.max-samples`
 counts the samples a query holds at once (https://prometheus.io/docs/prometheus/latest/command-line/
@@ -49,10 +51,9 @@ Summing that over every selector of a rule bounds it from above (the engine free
 
 - rows, one point x selectors: presence 1 (0.08M), increases 2 (0.16M), XID changes 3 (0.24M), thermal
   <= 4 (0.32M), episodes 6 (0.48M), resets 2 x 8 fields (1.3M), persistence 13 per field (1M; 2.1M for
-  the CRC's two fields, the largest); the first version's hourly subqueries held 12 times these, and 38
+  the CRC's two fields); the second version's hourly subqueries held 12 times these, and 38
   `== bool code` selectors for the XID "workload" class (36.5M);
-- hourly: 12 row samples (0.96M); daily: 24 one-sample selectors (1.9M); weekly: 7 (0.6M); the ratios:
-  2 (0.16M).
+- daily: 288 row samples (23M, the largest); weekly: 7 one-sample selectors (0.6M); the ratios: 2 (0.16M).
 
 `tests/predict/test_recorded_rules_samples.py` recomputes these bounds from the rule text. Names follow
 Prometheus' `level:metric:operations` (https://prometheus.io/docs/practices/rules/): level `gpu` (no
@@ -81,7 +82,7 @@ INTERVAL = "5m"
 STEP_S = 300
 STEP = "5m"
 ROW_RANGE = "4m59s999ms"  # 5 min less 1 ms: the one grid instant g at or before the evaluation, at any phase
-HOUR_RANGE = "59m59s999ms"  # 1 h less 1 ms: the 12 rows the group wrote for (g - 1h, g]
+DAY_RANGE = "23h59m59s999ms"  # 1 d less 1 ms: the 288 rows the group wrote for (g - 24h, g]
 DAY_MIN, WEEK_MIN = 24 * 60, 7 * 24 * 60
 HOUR_ROWS = 3600 // STEP_S
 DAY_ROWS = DAY_MIN * 60 // STEP_S
@@ -122,7 +123,7 @@ def record(metric: str, operation: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Sum:
-    """A per-row quantity summed over 1 h, 24 h and 7 d: records `gpu:<metric>:<op with {w}>`."""
+    """A per-row quantity, its sums over 24 h and 7 d: records `gpu:<metric>:<op with {w}>`, {w} 5m, 24h, 7d."""
 
     metric: str
     op: str  # with `{w}` where the window goes: "increase{w}"
@@ -133,11 +134,10 @@ class Sum:
         return record(self.metric, self.op.format(w=window))
 
     def rules(self) -> list[Rule]:
-        row, hour, day, week = self.name(STEP), self.name("1h"), self.name("24h"), self.name("7d")
+        row, day, week = self.name(STEP), self.name("24h"), self.name("7d")
         out = [
             Rule(row, f"sum_over_time(({self.row})[{ROW_RANGE}:{STEP}])"),
-            Rule(hour, f"sum_over_time({row}[{HOUR_RANGE}])"),
-            Rule(day, _offsets(hour, 24, "h")),
+            Rule(day, f"sum_over_time({row}[{DAY_RANGE}])"),
         ]
         if self.week:
             out.append(Rule(week, _offsets(day, 7, "d")))

@@ -3,12 +3,11 @@
 Prometheus does not catch up on rounds it skipped (a round that overran its interval, a restart):
 `Group.run` moves the next evaluation to the next slot and counts the others in
 `prometheus_rule_group_iterations_missed_total` (prometheus/prometheus rules/group.go). Nothing is written
-at a missed slot, at any level. Here the presence rules (`recorded_rules.PRESENCE`: row, hourly, daily,
-weekly) are evaluated by a real Prometheus at every round of a group running at a phase of 137 s, for 7 days
-and 3 hours of two GPUs' temperatures, level by level (each level's answers backfilled before the next
+at a missed slot, at any level. Here the presence rules (`recorded_rules.PRESENCE`: row, daily, weekly) are evaluated by a real Prometheus at every round of a group running at a phase of 137 s, for 8 days
+and 2 hours of two GPUs' temperatures, level by level (each level's answers backfilled before the next
 reads them, as in test_recorded_parity), with every level's sample at one round left out. Prometheus runs
 with its default look-back of 5 minutes, under which an instant selector finds a sample exactly 5 minutes
-old: the daily and weekly sums must not take the round before the missed one in its place.
+old: the weekly sums must not take the round before the missed one in its place.
 
 The weekly count, read as `recorded_reader` reads it (the last value in `[g, g + 5m)`), is then exactly
 `FULL_WEEK` at every grid instant whose week does not hold the missed round, and below it or absent at
@@ -33,15 +32,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.real_clock]
 
 STEP = float(rr.STEP_S)
 PHASE = 137.0  # the group's offset within its interval (hashed from its name and file)
-HOURS = 7 * 24 + 3
+HOURS = 8 * 24 + 2
 END = HOURS * 3600.0  # the last grid instant: the data run from 0 to here, one sample a step
-# Two hours before the end: the hour after it holds it, and the hour after that reads, 1 h back, the
-# hourly sum the missed round did not write.
-MISSED = END - 7200.0 + PHASE
+# A day and an hour before the end: the day after it holds it, and the hour after that reads, 1 d back,
+# the daily sum the missed round did not write.
+MISSED = END - 86400.0 - 3600.0 + PHASE
 GPUS = ('{Hostname="node-a",gpu="0",UUID="GPU-a0"}', '{Hostname="node-a",gpu="1",UUID="GPU-a1"}')
-# From when each level is evaluated (the weekly sums are checked from day 7 on; each level reads the one
-# below up to 6 days, 23 hours and an hour back).
-_STARTS = (0.0, 0.0, 86400.0, 7 * 86400.0 - 3600.0)
+# From when each level is evaluated (the weekly sums are checked from day 7 on; they read the daily ones up
+# to 6 days back, which read a day of rows).
+_STARTS = (0.0, 0.0, 7 * 86400.0 - 3600.0)
 
 
 def _binary(name: str) -> Path:
@@ -63,7 +62,7 @@ def _backfill(promtool: Path, text: str, work: Path, data: Path) -> None:
 @dataclass(frozen=True)
 class Counts:
     weekly: dict[float, dict[str, float]]  # by grid instant from day 7 on, by GPU, as the reader reads it
-    hourly_after: dict[str, float]  # by GPU, two rounds after the missed one
+    daily_after: dict[str, float]  # by GPU, two rounds after the missed one
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +92,8 @@ def counts(tmp_path_factory: pytest.TempPathFactory) -> Counts:
         for one in prom.range_query(url, query, start=first + ahead, end=END + ahead, step_s=STEP):
             for t, value in one["values"]:
                 out.setdefault(round(float(t) - ahead), {})[one["metric"]["gpu"]] = float(value)
-        hourly = prom.instant_query(url, rr.PRESENCE.name("1h"), at=MISSED + 600.0)
-    return Counts(out, {one["metric"]["gpu"]: float(one["value"][1]) for one in hourly})
+        daily = prom.instant_query(url, rr.PRESENCE.name("24h"), at=MISSED + 600.0)
+    return Counts(out, {one["metric"]["gpu"]: float(one["value"][1]) for one in daily})
 
 
 def test_a_week_without_the_missed_round_holds_every_row(counts: Counts) -> None:
@@ -108,11 +107,11 @@ def test_a_week_without_the_missed_round_holds_every_row(counts: Counts) -> None
 def test_every_week_holding_the_missed_round_is_short_or_absent(counts: Counts) -> None:
     weekly, missed_grid = counts.weekly, MISSED - PHASE
     after = [missed_grid + k * STEP for k in range(int((END - missed_grid) // STEP) + 1)]
-    assert len(after) == 25  # the missed instant and the 24 after it, to the end of the data
+    assert len(after) == 12 * 25 + 1  # the missed instant and the 25 h after it, to the end of the data
     for g in after:
         for gpu in ("0", "1"):
             assert weekly.get(g, {}).get(gpu, 0.0) < rr.FULL_WEEK, (g, gpu)
 
 
-def test_the_hour_after_the_missed_round_holds_eleven_rows(counts: Counts) -> None:
-    assert counts.hourly_after == {"0": rr.HOUR_ROWS - 1, "1": rr.HOUR_ROWS - 1}
+def test_the_day_after_the_missed_round_holds_a_row_less(counts: Counts) -> None:
+    assert counts.daily_after == {"0": rr.DAY_ROWS - 1, "1": rr.DAY_ROWS - 1}

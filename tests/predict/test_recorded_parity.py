@@ -4,7 +4,7 @@ A small simulated fleet (3 nodes x 8 GPUs, 8.2 days at 5 minutes) is backfilled 
 (`promtool tsdb create-blocks-from openmetrics`). The shipped recording rules are then evaluated by that
 Prometheus over the last week, level by level (`levels`: a level reads only the records of the levels
 before it, so each level's blocks are served before the next is evaluated): the rows on the 5-minute grid
-(the hourly sums read each of them), the levels above at whole hours, each rule's expression as a range
+(the daily sums read each of them), the levels above at whole hours, each rule's expression as a range
 query at that step, the answers written back as the rule's series and backfilled.
 This is what `promtool tsdb create-blocks-from rules` does (range queries at the group's interval, one
 run per level, since it "cannot see the results of previous rules":
@@ -65,13 +65,12 @@ NODES, DAYS, SEED = 3, 8.2, 5
 TAIL_S = 3600.0  # scoring reads the features at now and `sustain_s` before; any whole number of steps
 RTOL, ATOL = 1e-4, 1e-3
 # How far before now each level is backfilled, and at what step (now is a whole hour): the instants read
-# are now and now - 1 h, the weekly sums there read the daily ones 1..6 days before, which read the hourly
-# ones 1..23 hours before theirs, all on whole hours, and each hourly sum reads the 12 rows of its hour,
-# every 5 minutes. Above the rows a rule's value at t depends only on the levels below at t and whole hours
+# are now and now - 1 h, the weekly sums there read the daily ones 1..6 days before, on whole hours, and
+# each daily sum reads the 288 rows of its day, every 5 minutes. Above the rows a rule's value at t depends only on the levels below at t and whole hours
 # before it, not on how often it is evaluated: the live 5-minute interval only adds instants this test
 # does not read (and would cost promtool minutes).
-_LEVEL_STARTS = (7 * 86400.0 + 3600.0, 7 * 86400.0, 6 * 86400.0 + 3600.0, 3600.0, 3600.0)
-_LEVEL_STEPS = (float(rr.STEP_S), 3600.0, 3600.0, 3600.0, 3600.0)
+_LEVEL_STARTS = (7 * 86400.0 + 3600.0, 6 * 86400.0 + 3600.0, 3600.0, 3600.0)
+_LEVEL_STEPS = (float(rr.STEP_S), 3600.0, 3600.0, 3600.0)
 
 
 def levels() -> list[list[rr.Rule]]:
@@ -89,11 +88,11 @@ def levels() -> list[list[rr.Rule]]:
 
 def test_levels_follow_the_rule_text() -> None:
     names = [[r.record for r in one] for one in levels()]
-    assert len(names) == 5  # rows, hourly, daily, weekly, the ratios
+    assert len(names) == 4  # rows, daily, weekly, the ratios
     assert rr.PRESENCE.name(rr.STEP) in names[0]
-    assert rr.PRESENCE.name("1h") in names[1]
-    assert rr.SAMPLES in names[3]
-    assert rr.thermal("gpu", "util") in names[4]
+    assert rr.PRESENCE.name("24h") in names[1]
+    assert rr.SAMPLES in names[2]
+    assert rr.thermal("gpu", "util") in names[3]
 
 
 @pytest.fixture(scope="module")

@@ -32,8 +32,8 @@ def levels_group() -> dict[str, object]:
 
 
 def _reads_rows_or_exporter(expr: str) -> bool:
-    """A row rule (reads the exporter) or an hourly one (reads rows): recorded.yaml tests those."""
-    return f"[{recorded_rules.ROW_RANGE}:" in expr or recorded_rules.HOUR_RANGE in expr
+    """A row rule (reads the exporter) or a daily one (reads rows): recorded.yaml tests those."""
+    return f"[{recorded_rules.ROW_RANGE}:" in expr or recorded_rules.DAY_RANGE in expr
 
 
 def test_the_levels_test_holds_the_bundles_rules_over_recorded_series() -> None:

@@ -81,7 +81,7 @@ def test_the_bound_reads_subqueries_and_aliases() -> None:
     assert samples_per_series(expr.replace("A[", "DCGM_FI_DEV_XID_ERRORS[")) == {"DCGM_FI_DEV_XID_ERRORS": 24}
     assert samples_per_series("gpu:x:a1h + gpu:x:a1h offset 1h") == {"gpu:x:a1h": 2}
     # A range over a record: one sample per 5-minute round, ends included.
-    assert samples_per_series("sum_over_time(gpu:x:a5m[59m59s999ms])") == {"gpu:x:a5m": 12}
+    assert samples_per_series("sum_over_time(gpu:x:a5m[23h59m59s999ms])") == {"gpu:x:a5m": 288}
     assert samples_per_series("last_over_time(gpu:x:a1h[4m59s999ms] offset 1h)") == {"gpu:x:a1h": 1}
 
 
@@ -93,7 +93,7 @@ def test_raw_ranges_read_records_only() -> None:
             plain = _RANGE.match(rule.expr, m.end())
             assert plain is None or m.group(1).startswith("gpu:"), rule.record
         ranges = re.findall(r"\[([^\]]*)\]", rule.expr)
-        assert all(":" in r or r in (rr.HOUR_RANGE, rr.ROW_RANGE) for r in ranges), rule.record
+        assert all(":" in r or r in (rr.DAY_RANGE, rr.ROW_RANGE) for r in ranges), rule.record
 
 
 @pytest.mark.parametrize("rule", rr.rules(), ids=lambda r: r.record)
@@ -105,17 +105,18 @@ def test_every_rule_loads_under_the_default_max_samples_at_80k_gpus(rule: rr.Rul
 def test_the_documented_worst_cases() -> None:
     by_record = {r.record: bound(r.expr) for r in rr.rules()}
     worst = max(by_record, key=by_record.__getitem__)
-    # CRC persistence's row: `increase(m[1h:5m])`, 13 points, for each of its two fields, at one point.
-    assert worst == rr.record(features.NVLINK_CRC_FLIT, "active1h_sum_over_time5m")
-    assert by_record[worst] == 2 * 13 * GPUS
+    # The daily level: the 288 rows of the day, one range selector (every daily rule alike).
+    assert by_record[worst] == 288 * GPUS < MAX_SAMPLES
+    assert worst == rr.PRESENCE.name("24h")
+    # Of the rows, CRC persistence's: `increase(m[1h:5m])`, 13 points, for each of its two fields.
+    rows = {r.record: bound(r.expr) for r in rr.rules() if f"[{rr.ROW_RANGE}:" in r.expr}
+    crc = rr.record(features.NVLINK_CRC_FLIT, "active1h_sum_over_time5m")
+    assert max(rows.values()) == by_record[crc] == 2 * 13 * GPUS
     # A row reads the exporter at one grid point: an increment is 2 samples, an XID change 3 (the gauge,
     # the row before, the gauge again for `!= 0`), whatever the XID's class.
     assert by_record[rr.record(features.SBE_AGG, "increase5m")] == 2 * GPUS
     assert by_record[rr.XID_CHANGE_SUM.name("5m")] == 3 * GPUS
-    # The hourly level sums the 12 rows the group wrote in the hour.
-    assert by_record[rr.record(features.SBE_AGG, "increase1h")] == 12 * GPUS
-    # The daily and weekly levels read one round's sample per offset: 24 and 7 samples per series.
-    assert by_record[rr.increase(features.SBE_AGG, rr.DAY_MIN)] == 24 * GPUS
+    # The weekly level reads one round's daily sample per offset: 7 samples per series.
     assert by_record[rr.SAMPLES] == 7 * GPUS
     # The first version's `[7d:5m]` subquery: 2,016 + 1 points per series, over the limit at 80k GPUs;
     # the second's hourly XID "workload" rule, one `== bool` per code under a 12-point subquery: 36.5M.
