@@ -60,7 +60,7 @@ def _stand_ins(url: str, now: float, path: Path) -> int:
     """The presence count's rows, hourly and daily values where the levels above read them; samples."""
     gpus = [one["metric"] for one in instant_query(url, features.GPU_TEMP, at=now)]
     levels = (
-        (rr.PRESENCE.name(rr.STEP), 1.0, [now - k * STEP_S for k in range(rr.HOUR_ROWS)]),
+        (rr.PRESENCE.name(rr.STEP), 1.0, [now - k * STEP_S for k in range(rr.DAY_ROWS)]),
         (rr.PRESENCE.name("1h"), float(rr.HOUR_ROWS), [now - k * 3600.0 for k in range(24)]),
         (rr.PRESENCE.name("24h"), float(rr.DAY_ROWS), [now - k * 86400.0 for k in range(7)]),
     )
@@ -78,15 +78,36 @@ def _stand_ins(url: str, now: float, path: Path) -> int:
     return len(gpus) * sum(len(times) for _, _, times in levels)
 
 
-def _costs(url: str, group: Mapping[str, Any], now: float) -> list[dict[str, Any]]:
-    """Every rule of `group` that reads the exporter, and its presence rules above the rows."""
+def _kind(expr: str) -> str:
+    """What a rule that does not read the exporter sums: a day (of rows, or of 24 hourly sums), a week (of 7
+    daily sums), or neither (a ratio of weekly sums, not measured: 2 selectors)."""
+    if "offset 6d" in expr:
+        return "week"
+    if "offset 23h" in expr or f"[{rr.DAY_RANGE}]" in expr:
+        return "day"
+    return "ratio"
+
+
+def _costs(url: str, group: Mapping[str, Any], now: float) -> dict[str, Any]:
+    """Every rule of `group` that reads the exporter, its presence rules above the rows, and how many
+    rules of each kind the presence rule stands for."""
     upper = {rr.PRESENCE.name(w) for w in ("1h", "24h", "7d")}
-    out = []
+    out: dict[str, Any] = {"rules": [], "counts": {}}
     for spec in rules.specs([group]):
+        kind = "raw" if spec.raw else _kind(spec.expr)
+        out["counts"][kind] = out["counts"].get(kind, 0) + 1
         if spec.raw or spec.record in upper:
             cost = asdict(rules.evaluate(url, spec, at=now))
-            out.append({**cost, "raw": spec.raw})
+            out["rules"].append({**cost, "raw": spec.raw, "kind": kind})
     return out
+
+
+def group_s(costs: Mapping[str, Any]) -> float:
+    """One evaluation of the group but its ratios: the exporter's rules, and each day or week rule at its
+    presence rule's cost."""
+    measured = {c["kind"]: c["eval_s"] for c in costs["rules"] if not c["raw"]}
+    raw = sum(c["eval_s"] for c in costs["rules"] if c["raw"])
+    return raw + sum(costs["counts"].get(kind, 0) * measured.get(kind, 0.0) for kind in ("day", "week"))
 
 
 def run_size(nodes: int, groups: Mapping[str, Mapping[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
@@ -140,13 +161,15 @@ def _summary(rows: Sequence[Mapping[str, Any]], series: Mapping[str, int]) -> Ta
         "largest rule",
         "peak (M)",
         "series/GPU",
-        "presence above the rows, s",
+        "presence day, week s (x rules)",
+        "group s (no ratios)",
     ):
         table.add_column(column, justify="left" if column in ("group", "largest rule") else "right")
     for row in rows:
         for name, costs in row["groups"].items():
-            raw = [c for c in costs if c["raw"]]
+            raw = [c for c in costs["rules"] if c["raw"]]
             worst = max(raw, key=lambda c: c["eval_s"])
+            upper = ", ".join(f"{c['kind']} {c['eval_s']:.2f}" for c in costs["rules"] if not c["raw"])
             table.add_row(
                 name,
                 f"{row['nodes']:,}",
@@ -157,9 +180,8 @@ def _summary(rows: Sequence[Mapping[str, Any]], series: Mapping[str, int]) -> Ta
                 f"{worst['record'].split(':', 1)[1]} {worst['eval_s']:.1f} s",
                 f"{max(c['peak_samples'] for c in raw) / 1e6:.2f}",
                 str(series[name]),
-                ", ".join(
-                    f"{c['record'].rsplit('time', 1)[1]} {c['eval_s']:.2f}" for c in costs if not c["raw"]
-                ),
+                f"{upper} (x {costs['counts'].get('day', 0)}, {costs['counts'].get('week', 0)})",
+                f"{group_s(costs):.1f}",
             )
     return table
 
