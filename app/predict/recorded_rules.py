@@ -40,7 +40,10 @@ inside Prometheus 2.x's default look-back: hence the one-round ranges). The pres
 `FULL_WEEK` or absent, and `recorded_reader` reads the GPU raw (as it reads every GPU in the rules'
 first week): a missed round costs a week of raw reads, never a wrong feature
 (tests/predict/test_recorded_missed_round.py). A GPU missing for a whole day of the week has no daily
-sample there, so `+` drops it from the weekly sums: not regular either.
+sample there, so `+` drops it from the weekly sums: not regular either. Renaming the group or its file
+moves its phase (the hash): a first new round in the slot of the last old one writes a second row for
+that grid instant, a presence count one over `FULL_WEEK` for a week, which `recorded_reader` (regular from
+`FULL_WEEK` on) does not catch.
 
 Samples one evaluation loads, at 80,000 GPU series per metric (10,000 nodes x 8 GPUs); `query.max-samples`
 counts the samples a query holds at once (https://prometheus.io/docs/prometheus/latest/command-line/

@@ -105,9 +105,10 @@ def _costs(url: str, group: Mapping[str, Any], now: float) -> dict[str, Any]:
 def group_s(costs: Mapping[str, Any]) -> float:
     """One evaluation of the group but its ratios: the exporter's rules, and each day or week rule at its
     presence rule's cost."""
-    measured = {c["kind"]: c["eval_s"] for c in costs["rules"] if not c["raw"]}
-    raw = sum(c["eval_s"] for c in costs["rules"] if c["raw"])
-    return raw + sum(costs["counts"].get(kind, 0) * measured.get(kind, 0.0) for kind in ("day", "week"))
+    measured = {str(c["kind"]): float(c["eval_s"]) for c in costs["rules"] if not c["raw"]}
+    raw = sum(float(c["eval_s"]) for c in costs["rules"] if c["raw"])
+    counts = {str(k): int(v) for k, v in costs["counts"].items()}
+    return raw + sum(counts.get(kind, 0) * measured.get(kind, 0.0) for kind in ("day", "week"))
 
 
 def run_size(nodes: int, groups: Mapping[str, Mapping[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
