@@ -127,11 +127,7 @@ def _long(df: Normalised, s: Series, r: Mapping[str, Array]) -> dict[str, Array]
     out |= _memory(df, s, r)
     out |= _thermal(df, s, r)
     out |= _links(df, s, r)
-    if f.XID in df.fields:
-        for cls, name in (("ignore", "ignore_events_24h"), ("workload", "workload_events_24h")):
-            out[f"xid_{name}"] = r[rr.xid_events(cls)]
-        out["xid_hardware_events_7d"] = r[rr.xid_events("hardware")]
-    return out
+    return out  # the XID features: `recorded_xid`, from the raw gauge of the GPUs with an event
 
 
 def _either(df: Normalised, first: str, second: str) -> str | None:

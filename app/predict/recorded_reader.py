@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from prometheus_client import CollectorRegistry, Gauge
 
-from app.predict import features, range_answers, recent_window, recorded_features, score
+from app.predict import features, range_answers, recent_window, recorded_features, recorded_xid, score
 from app.predict import recorded_rules as rr
 from app.predict.prometheus import PrometheusUnavailable, Reader
 from app.predict.promql import HostRef, host_ref
@@ -139,9 +139,9 @@ class FeatureReader:
         boards = score.current_boards(frame)
         regular = boards[~boards["node"].isin(irregular)]
         lookback_start = math.ceil((now.timestamp() - settings.lookback_s) / step) * step
-        parts = [
-            recorded_features.combine(regular, recorded, instants=instants, lookback_start=lookback_start)
-        ]
+        long = recorded_features.combine(regular, recorded, instants=instants, lookback_start=lookback_start)
+        xid = recorded_xid.read(self.reader, instants, nodes=set(regular["node"].astype(str)))
+        parts = [recorded_xid.merged(long, xid)]
         parts.extend(self._raw_hosts(sorted(irregular), now, tail_s, instants))
         table = pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)
         return FeatureRead(RECORDED, frame, table, raw_hosts=len(irregular))

@@ -223,9 +223,10 @@ class Plan:
         card = json.loads((models / _current(models) / "card.json").read_text())
         self.tail_s = float(card["sustain_s"])
         self.rules = rules.specs()
-        # The records the recorded path reads (`READ`; every record where the module has no such list),
-        # from the first instant read (`now - tail`) on, a step back for margin.
-        self.read = tuple(getattr(rr, "READ", rr.RECORDS))
+        # The records the recorded path reads (`READ`, and the XID event count `recorded_xid` reads), from
+        # the first instant read (`now - tail`) on, a step back for margin. On copies, `recorded_xid` finds
+        # only the short window of the raw XID gauge for the GPUs with an event (0.5% here).
+        self.read = (*rr.READ, rr.XID_EVENTS)
         self.read_from_rel = -(math.floor(self.tail_s / STEP_S) * STEP_S) - STEP_S
         starts = rules.needed_starts(self.rules, read=dict.fromkeys(self.read, self.read_from_rel))
         self.starts_rel = {k: _grid(v) for k, v in starts.items() if k != rules.RAW}

@@ -3,20 +3,21 @@
 A small simulated fleet (3 nodes x 8 GPUs, 8.2 days at 5 minutes) is backfilled into Debian's Prometheus
 (`promtool tsdb create-blocks-from openmetrics`). The shipped recording rules are then evaluated by that
 Prometheus over the last week, level by level (`levels`: a level reads only the records of the levels
-before it, so each level's blocks are served before the next is evaluated), at whole hours: each rule's
-expression as a range query at a 1 h step, the answers written back as the rule's series and backfilled.
+before it, so each level's blocks are served before the next is evaluated): the rows on the 5-minute grid
+(the daily sums read each of them), the levels above at whole hours, each rule's expression as a range
+query at that step, the answers written back as the rule's series and backfilled.
 This is what `promtool tsdb create-blocks-from rules` does (range queries at the group's interval, one
 run per level, since it "cannot see the results of previous rules":
 https://prometheus.io/docs/prometheus/latest/storage/#backfilling-for-recording-rules), without its two
 costs here: it writes one block per rule per 2 h (~6,400 blocks, minutes of test time on 2 cores) and it
 evaluates at the group's hash-derived phase, which makes the instants a test reads depend on a file name.
-That promtool's rule backfill writes exactly what the rules evaluate to is checked on the hourly level
+That promtool's rule backfill writes exactly what the rules evaluate to is checked on the row level
 (`test_promtools_rule_backfill_writes_what_the_rules_evaluate_to`). `FeatureReader` then reads the features at the history's last whole hour twice: before the rules' series
 exist (it falls back to the raw look-back and says so) and after (the recorded path).
 
 Tolerance. Both paths sum the same 5-minute grid rows over the same windows, so the sums agree exactly;
 nothing is extrapolated (`increase(m[5m:5m])` has its two points on the range's ends), and the grid
-instants agree (the rules evaluated at whole hours, phase 0, which their `[59m59s999ms:5m]` ranges treat
+instants agree (the rules evaluated on the grid, phase 0, which the rows' `[4m59s999ms:5m]` ranges treat
 as any other phase). What differs is the arithmetic: Prometheus
 adds float64 values in another order than the features' prefix sums (an absolute 1e-6 on sums of
 thousands of integers and of temperatures near 60 °C), and the features are float32 (relative 1e-6). So:
@@ -48,7 +49,7 @@ from prometheus_client import CollectorRegistry
 from app.config.settings import PredictionSettings
 from app.demo.processes import free_port
 from app.obs.metrics import create_metrics
-from app.predict import dataset, features, recorded_reader
+from app.predict import dataset, features, recorded_reader, recorded_xid
 from app.predict import prometheus as predict_prometheus
 from app.predict import recorded_rules as rr
 from app.predict import service as predict_service
@@ -64,12 +65,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.real_clock]
 NODES, DAYS, SEED = 3, 8.2, 5
 TAIL_S = 3600.0  # scoring reads the features at now and `sustain_s` before; any whole number of steps
 RTOL, ATOL = 1e-4, 1e-3
-# How far before now each level is backfilled, evaluated every hour on whole hours (now is one): the
-# instants read are now and now - 1 h, the weekly sums there read the daily ones 1..6 days before, which
-# read the hourly ones 1..23 hours before theirs, all on whole hours. A rule's value at t depends only on
-# the data and the levels below at t and whole hours before it, not on how often it is evaluated: the
-# live 5-minute interval only adds instants this test does not read (and would cost promtool minutes).
-_LEVEL_STARTS = (7 * 86400.0, 6 * 86400.0 + 3600.0, 3600.0, 3600.0)
+# How far before now each level is backfilled, and at what step (now is a whole hour): the instants read
+# are now and now - 1 h, the weekly sums there read the daily ones 1..6 days before, on whole hours, and
+# each daily sum reads the 288 rows of its day, every 5 minutes. Above the rows a rule's value at t depends only on the levels below at t and whole hours
+# before it, not on how often it is evaluated: the live 5-minute interval only adds instants this test
+# does not read (and would cost promtool minutes).
+_LEVEL_STARTS = (7 * 86400.0 + 3600.0, 6 * 86400.0 + 3600.0, 3600.0, 3600.0)
+_LEVEL_STEPS = (float(rr.STEP_S), 3600.0, 3600.0, 3600.0)
 
 
 def levels() -> list[list[rr.Rule]]:
@@ -87,8 +89,9 @@ def levels() -> list[list[rr.Rule]]:
 
 def test_levels_follow_the_rule_text() -> None:
     names = [[r.record for r in one] for one in levels()]
-    assert len(names) == 4  # hourly, daily, weekly, the ratios
-    assert rr.PRESENCE.name("1h") in names[0]
+    assert len(names) == 4  # rows, daily, weekly, the ratios
+    assert rr.PRESENCE.name(rr.STEP) in names[0]
+    assert rr.PRESENCE.name("24h") in names[1]
     assert rr.SAMPLES in names[2]
     assert rr.thermal("gpu", "util") in names[3]
 
@@ -132,7 +135,9 @@ def served(fleet: Path, tmp_path_factory: pytest.TempPathFactory) -> Served:
             text = "".join(
                 prom.openmetrics(
                     r.record,
-                    prom.range_query(url, r.expr, start=now - _LEVEL_STARTS[i], end=now, step_s=3600.0),
+                    prom.range_query(
+                        url, r.expr, start=now - _LEVEL_STARTS[i], end=now, step_s=_LEVEL_STEPS[i]
+                    ),
                 )
                 for r in rules
             )
@@ -184,6 +189,22 @@ def test_recorded_and_raw_paths_agree_through_real_prometheus(served: Served, pr
     assert recorded.path == recorded_reader.RECORDED
     assert recorded.raw_hosts < NODES, "no host was read through the rules: the test would prove nothing"
     _assert_same_features(raw.table, recorded.table, instants=[served.now - TAIL_S, served.now])
+
+
+def test_the_rules_name_every_host_with_an_xid_event(served: Served, prometheus: Path) -> None:
+    # `recorded_xid` reads raw the hosts the recorded event count names; the raw path's features must
+    # find events on those hosts only (and some: else the agreement above proves nothing for XIDs).
+    instants = [served.now - TAIL_S, served.now]
+    with prom.running_prometheus(
+        prometheus, data=served.rules, config=served.config, port=served.port, extra=served.flags
+    ) as url:
+        settings = predict_prometheus.ReaderSettings(url=url, step_s=rr.STEP_S, lookback_s=LOOKBACK_S)
+        named = {h.node for h in recorded_xid.with_events(predict_prometheus.Reader(settings), instants)}
+    raw = _read(served, served.raw, prometheus).table
+    raw = raw[raw["timestamp"].isin(instants)]
+    events = raw[list(recorded_xid.FEATURES)].fillna(0).sum(axis=1) > 0
+    assert events.any(), "no XID event in the fleet: the test would prove nothing"
+    assert set(raw.loc[events, "node"].astype(str)) <= named
 
 
 @pytest.mark.parametrize("rules", [True, False], ids=["rules-installed", "rules-absent"])
@@ -257,16 +278,16 @@ def _assert_same_features(raw: pd.DataFrame, recorded: pd.DataFrame, *, instants
 
 
 @pytest.mark.parametrize("phase_s", [0.001, 137.0, 299.999])
-def test_the_hourly_rules_stand_for_the_same_grid_rows_at_any_phase(
+def test_the_row_rules_stand_for_the_same_grid_row_at_any_phase(
     served: Served, prometheus: Path, phase_s: float
 ) -> None:
-    # A live group runs at a phase of its interval derived from a hash; its hourly sums must be those of
-    # the last grid instant at or before the evaluation, whatever the phase.
-    hourly = levels()[0]
+    # A live group runs at a phase of its interval derived from a hash; its rows must be those of the last
+    # grid instant at or before the evaluation, whatever the phase.
+    rows = levels()[0]
     with prom.running_prometheus(
         prometheus, data=served.raw, config=served.config, port=served.port, extra=served.flags
     ) as url:
-        for rule in hourly:
+        for rule in rows:
             on_grid = _values(prom.instant_query(url, rule.expr, at=served.now))
             later = _values(prom.instant_query(url, rule.expr, at=served.now + phase_s))
             assert on_grid, rule.record
@@ -284,16 +305,16 @@ def _values(vector: list[dict[str, Any]]) -> dict[tuple[tuple[str, str], ...], s
 def test_promtools_rule_backfill_writes_what_the_rules_evaluate_to(
     served: Served, prometheus: Path, tmp_path: Path
 ) -> None:
-    # The real `promtool tsdb create-blocks-from rules`, on the hourly level over the last 2 h (the levels
+    # The real `promtool tsdb create-blocks-from rules`, on the row level over the last 2 h (the levels
     # above read recorded series, which one run cannot: see the module docstring): every sample it wrote is
     # the rule's expression evaluated by Prometheus at that sample's timestamp.
     promtool = _binary("promtool")
-    hourly = levels()[0]
-    rule_file = tmp_path / "hourly.yaml"
+    rows = levels()[0]
+    rule_file = tmp_path / "rows.yaml"
     group = {
         "name": rr.GROUP,
         "interval": rr.INTERVAL,
-        "rules": [{"record": r.record, "expr": r.expr} for r in hourly],
+        "rules": [{"record": r.record, "expr": r.expr} for r in rows],
     }
     rule_file.write_text(yaml.safe_dump({"groups": [group]}, sort_keys=False))
     data = tmp_path / "tsdb"
@@ -320,7 +341,7 @@ def test_promtools_rule_backfill_writes_what_the_rules_evaluate_to(
         prometheus, data=data, config=served.config, port=served.port, extra=served.flags
     ) as url:
         compared = 0
-        for rule in hourly:
+        for rule in rows:
             written = prom.instant_query(url, f"{rule.record}[2h]", at=end)
             times = sorted({float(t) for one in written for t, _ in one.get("values", [])})
             assert times, rule.record
@@ -328,7 +349,7 @@ def test_promtools_rule_backfill_writes_what_the_rules_evaluate_to(
                 wrote = _values(prom.instant_query(url, f"last_over_time({rule.record}[1ms])", at=t))
                 assert wrote == _values(prom.instant_query(url, rule.expr, at=t)), (rule.record, t)
                 compared += 1
-    assert compared >= len(hourly) * 20  # ~24 evaluations of each rule in 2 h
+    assert compared >= len(rows) * 20  # ~24 evaluations of each rule in 2 h
 
 
 def test_prometheus_max_samples_holds_the_bound_read_from_the_rule_text(

@@ -2,7 +2,8 @@
 
 The bound is read from each rule's text: a selector evaluated under subqueries of n1, n2, ... points (a
 subquery `[R:S]` has at most R/S + 1 points: the step's multiples within the range, both ends included in
-Prometheus 2.x) holds up to n1 x n2 x ... samples per series, and the rule's bound is the sum over its
+Prometheus 2.x) holds up to n1 x n2 x ... samples per series, a range `[R]` over a record (written once
+per group interval of 5 min) up to R/5m + 1 more, and the rule's bound is the sum over its
 selectors (an upper bound: the engine frees an operand once used). A metric read under its old and its
 DCGM 4.6 name counts once (a GPU exports one of them): the larger of its names' sums. Every metric has one
 series per GPU: 80,000 at 10,000 nodes x 8 GPUs. Flag documented at
@@ -25,6 +26,7 @@ GPUS = 10_000 * 8
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _SUBQUERY = re.compile(r"\[(\w+):(\w+)\]")
 _SELECTOR = re.compile(r'(?<!["\w:])(DCGM_\w+|gpu:[\w:]+)(?![\w(])')
+_RANGE = re.compile(r"\[(\w+)\]")  # a plain range (no `:step`): over a record, one sample per group interval
 
 
 def seconds(duration: str) -> float:
@@ -58,6 +60,9 @@ def samples_per_series(expr: str) -> dict[str, float]:
         for start, end, n in subqueries:
             if start <= m.start() < end:
                 points *= n
+        plain = _RANGE.match(expr, m.end())
+        if plain:  # the group writes a record once per interval: at most R / interval + 1 samples in R
+            points *= seconds(plain.group(1)) // rr.STEP_S + 1
         by_name[m.group(1)] += points
     merged: dict[str, float] = defaultdict(float)
     for name, points in by_name.items():
@@ -75,12 +80,20 @@ def test_the_bound_reads_subqueries_and_aliases() -> None:
     expr = "sum_over_time((increase(A[5m:5m]) or increase(DCGM_FI_DEV_XID_ERROR[5m:5m]))[59m59s999ms:5m])"
     assert samples_per_series(expr.replace("A[", "DCGM_FI_DEV_XID_ERRORS[")) == {"DCGM_FI_DEV_XID_ERRORS": 24}
     assert samples_per_series("gpu:x:a1h + gpu:x:a1h offset 1h") == {"gpu:x:a1h": 2}
+    # A range over a record: one sample per 5-minute round, ends included.
+    assert samples_per_series("sum_over_time(gpu:x:a5m[23h59m59s999ms])") == {"gpu:x:a5m": 288}
+    assert samples_per_series("last_over_time(gpu:x:a1h[4m59s999ms] offset 1h)") == {"gpu:x:a1h": 1}
 
 
-def test_no_rule_reads_raw_ranges() -> None:
-    # A raw range's samples depend on the scrape interval; every range here is a subquery on the grid.
+def test_raw_ranges_read_records_only() -> None:
+    # An exporter series' samples in a range depend on the scrape interval: the exporter's series are read
+    # through subqueries on the grid. A plain range reads a record, which the group writes once a round.
     for rule in rr.rules():
-        assert all(":" in r for r in re.findall(r"\[([^\]]*)\]", rule.expr)), rule.record
+        for m in _SELECTOR.finditer(rule.expr):
+            plain = _RANGE.match(rule.expr, m.end())
+            assert plain is None or m.group(1).startswith("gpu:"), rule.record
+        ranges = re.findall(r"\[([^\]]*)\]", rule.expr)
+        assert all(":" in r or r in (rr.DAY_RANGE, rr.ROW_RANGE) for r in ranges), rule.record
 
 
 @pytest.mark.parametrize("rule", rr.rules(), ids=lambda r: r.record)
@@ -92,11 +105,21 @@ def test_every_rule_loads_under_the_default_max_samples_at_80k_gpus(rule: rr.Rul
 def test_the_documented_worst_cases() -> None:
     by_record = {r.record: bound(r.expr) for r in rr.rules()}
     worst = max(by_record, key=by_record.__getitem__)
-    # XID workload: 3 selectors for the change, 7 ignore + 28 hardware codes, at 12 hourly points.
-    assert worst == rr.record(features.XID, "workload_changes_sum_over_time1h")
-    assert by_record[worst] == (3 + len(features.XID_IGNORE) + len(features.XID_HARDWARE)) * 12 * GPUS
-    # The daily and weekly levels are instant selectors only: 24 and 7 samples per series.
-    assert by_record[rr.increase(features.SBE_AGG, rr.DAY_MIN)] == 24 * GPUS
+    # The daily level: the 288 rows of the day, one range selector (every daily rule alike).
+    assert by_record[worst] == 288 * GPUS < MAX_SAMPLES
+    assert worst == rr.PRESENCE.name("24h")
+    # Of the rows, CRC persistence's: `increase(m[1h:5m])`, 13 points, for each of its two fields.
+    rows = {r.record: bound(r.expr) for r in rr.rules() if f"[{rr.ROW_RANGE}:" in r.expr}
+    crc = rr.record(features.NVLINK_CRC_FLIT, "active1h_sum_over_time5m")
+    assert max(rows.values()) == by_record[crc] == 2 * 13 * GPUS
+    # A row reads the exporter at one grid point: an increment is 2 samples, an XID change 3 (the gauge,
+    # the row before, the gauge again for `!= 0`), whatever the XID's class.
+    assert by_record[rr.record(features.SBE_AGG, "increase5m")] == 2 * GPUS
+    assert by_record[rr.XID_CHANGE_SUM.name("5m")] == 3 * GPUS
+    # The weekly level reads one round's daily sample per offset: 7 samples per series.
     assert by_record[rr.SAMPLES] == 7 * GPUS
-    # The first version's `[7d:5m]` subquery: 2,016 + 1 points per series, over the limit at 80k GPUs.
+    # The first version's `[7d:5m]` subquery: 2,016 + 1 points per series, over the limit at 80k GPUs;
+    # the second's hourly XID "workload" rule, one `== bool` per code under a 12-point subquery: 36.5M.
     assert bound("count_over_time(DCGM_FI_DEV_GPU_TEMP[10075m:5m])") == 2016 * GPUS > MAX_SAMPLES
+    workload = " + ".join(f"(DCGM_FI_DEV_XID_ERRORS == bool {c})" for c in range(38))
+    assert bound(f"sum_over_time(({workload})[59m59s999ms:5m])") == 38 * 12 * GPUS
