@@ -35,6 +35,7 @@ engine frees an operand once used):
   <= 4 (3.8M), resets 2 x 8 fields (15.4M), XID ignore 10 (9.6M), hardware 31 (29.8M) and workload 38
   (36.5M, the largest: one `== bool` per code);
 - hourly persistence: 12 x 13 points x 1 selector per field: 12.5M, 25M for the CRC's two fields;
+- the short windows' hourly sums (`SHORT_SUMS`): 12 points x at most 3 selectors (2.9M, hardware throttling);
 - daily: 24 selectors (1.9M); weekly: 7 (0.6M); the ratios: 2 (0.16M).
 
 `tests/predict/test_recorded_rules_samples.py` recomputes these bounds from the rule text. Names follow
@@ -54,6 +55,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app import dcgm_fields
 from app.predict import features
 from app.predict.features import fields as f
 
@@ -289,12 +291,104 @@ def _thermal() -> list[Rule]:
     return out
 
 
+# -- the short windows (1 h, 6 h): hourly sums only --------------------------------------------------------
+#
+# The 1 h and 6 h windows are read as hourly values at hourly instants (`recorded_reader`: the hour ending
+# at an instant, and the five before it, summed by the reader), so these quantities need no daily level.
+# The hourly sums of the counters in `INCREASES`, of persistence's active rows and of the temperatures
+# above serve the short windows too.
+
+
+@dataclass(frozen=True, slots=True)
+class HourSum(Sum):
+    """A per-row quantity summed over 1 h only: `Sum`'s rules without its daily and weekly levels."""
+
+    week: bool = False
+
+    def rules(self) -> list[Rule]:
+        longer = {self.name("24h"), self.name("7d")}
+        return [r for r in Sum.rules(self) if r.record not in longer]
+
+
+def _bits(metric: str, mask: int) -> str:
+    """1 where any of `mask`'s bits is set in the (valid) bitmask, else 0. PromQL has no bitwise AND on
+    values: bit `k` of `x` is `floor(x / 2^k) % 2`. The throttle field is a bitmap of clock-event reasons,
+    one bit per reason, a 1:1 map of NVML's (NVIDIA/DCGM testing/python3/dcgm_fields.py,
+    `DCGM_CLOCKS_EVENT_REASON_*`; https://docs.nvidia.com/datacenter/dcgm/latest/dcgm-api/
+    group__dcgmFieldConstants.html); the bit values are `app.dcgm_fields`'."""
+    values = _valid(metric)
+    bits = [1 << k for k in range(mask.bit_length()) if mask >> k & 1]
+    return "((" + " + ".join(f"floor({values} / {b}) % 2" for b in bits) + ") > bool 0)"
+
+
+def _count_valid(metric: str) -> str:
+    return f"{_valid(metric)} * 0 + 1"
+
+
+UTIL_SUM = HourSum(f.GPU_UTIL, "sum_over_time{w}", _valid(f.GPU_UTIL))
+UTIL_COUNT = HourSum(f.GPU_UTIL, "valid_count_over_time{w}", _count_valid(f.GPU_UTIL))
+THROTTLE_COUNT = HourSum(f.THROTTLE, "valid_count_over_time{w}", _count_valid(f.THROTTLE))
+# The throttle classes `features.thermal.throttle` counts, by their bits.
+THROTTLE_CLASSES: dict[str, int] = {
+    "thermal": dcgm_fields.THROTTLE_SW_THERMAL | dcgm_fields.THROTTLE_HW_THERMAL,
+    "hardware": (
+        dcgm_fields.THROTTLE_HW_SLOWDOWN
+        | dcgm_fields.THROTTLE_HW_THERMAL
+        | dcgm_fields.THROTTLE_HW_POWER_BRAKE
+    ),
+    "power": dcgm_fields.THROTTLE_SW_POWER_CAP,
+}
+THROTTLED = {
+    cls: HourSum(f.THROTTLE, f"{cls}_count_over_time{{w}}", _bits(f.THROTTLE, mask))
+    for cls, mask in THROTTLE_CLASSES.items()
+}
+# Counters whose increase only the short windows read (the others' hourly sums are `INCREASES`').
+SHORT_INCREASES: tuple[str, ...] = (f.THERMAL_VIOLATION, f.POWER_VIOLATION, f.NVLINK_REPLAY)
+_SHORT_INCREASE_SUMS = tuple(HourSum(m, "increase{w}", either(m, _increment)) for m in SHORT_INCREASES)
+# PCIe burstiness: the increments' squares and the rows with a valid value.
+PCIE_SQUARES = HourSum(
+    f.PCIE_REPLAY, "increase_sq_sum_over_time{w}", either(f.PCIE_REPLAY, lambda m: f"{_increment(m)} ^ 2")
+)
+PCIE_COUNT = HourSum(f.PCIE_REPLAY, "valid_count_over_time{w}", _count_valid(f.PCIE_REPLAY))
+SHORT_SUMS: tuple[Sum, ...] = (
+    UTIL_SUM,
+    UTIL_COUNT,
+    THROTTLE_COUNT,
+    *THROTTLED.values(),
+    *_SHORT_INCREASE_SUMS,
+    PCIE_SQUARES,
+    PCIE_COUNT,
+)
+
+
+def hourly(metric: str, op: str) -> str:
+    """The hourly record of a per-row quantity (`op` with `{w}`), e.g. `hourly(PCIE_REPLAY, "increase{w}")`."""
+    return record(metric, op.format(w="1h"))
+
+
+def thermal_hourly(temperature: str, stat: str) -> str:
+    """The hourly sums a window's temperature means read: `sum`, `count` (valid rows), `util` and
+    `pairs` (utilisation summed and rows counted where both are valid)."""
+    op = {
+        "sum": "sum_over_time{w}",
+        "count": "valid_count_over_time{w}",
+        "util": _MEANS["util"][1],
+        "pairs": "util_pairs_count_over_time{w}",
+    }[stat]
+    return hourly(_METRIC[temperature], op)
+
+
+def short_rules() -> list[Rule]:
+    return [r for one in SHORT_SUMS for r in one.rules()]
+
+
 def rules() -> tuple[Rule, ...]:
     out: list[Rule] = []
     for one in (PRESENCE, RESET_SUM, *_INCREASE_SUMS, *_ACTIVE_SUMS, _EPISODE_SUM, *_XID_SUMS):
         out.extend(one.rules())
     out.extend(Rule(persistence(s.metric), f"{s.name('24h')} / {DAY_ROWS}") for s in _ACTIVE_SUMS)
     out.extend(_thermal())
+    out.extend(short_rules())
     return tuple(out)
 
 
@@ -309,6 +403,29 @@ READ: tuple[str, ...] = (
     *(xid_events(cls) for cls, _ in XID_CLASSES),
     *(thermal(t, stat) for t in TEMPERATURES for stat in STATS),
 )
+# The hourly records the 1 h windows read at the scoring instants (their hour only).
+READ_HOUR: tuple[str, ...] = (
+    UTIL_SUM.name("1h"),
+    UTIL_COUNT.name("1h"),
+    THROTTLED["hardware"].name("1h"),
+    *(hourly(m, "increase{w}") for m in (f.THERMAL_VIOLATION, f.POWER_VIOLATION)),
+    *(thermal_hourly(t, stat) for t in ("gpu", "gap") for stat in ("sum", "count", "util", "pairs")),
+)
+READ = (*READ, *READ_HOUR)
+# The hourly records the 6 h windows read, at the scoring instants and each of the 5 hours before them
+# (`recorded_reader` sums the six; the instant's own hour is the 1 h window).
+READ_HOURLY: tuple[str, ...] = (
+    *(hourly(m, "increase{w}") for m in (f.SBE_AGG, f.SBE_VOL, f.PCIE_REPLAY, f.NVLINK_CRC_FLIT)),
+    *(hourly(m, "increase{w}") for m in (f.NVLINK_CRC_DATA, f.NVLINK_REPLAY)),
+    hourly(f.PCIE_REPLAY, "active1h_sum_over_time{w}"),
+    PCIE_SQUARES.name("1h"),
+    PCIE_COUNT.name("1h"),
+    THROTTLE_COUNT.name("1h"),
+    THROTTLED["thermal"].name("1h"),
+    THROTTLED["power"].name("1h"),
+    *(thermal_hourly("mem", stat) for stat in ("sum", "count", "util", "pairs")),
+)
+SHORT_HOURS = 6  # the longest short window, in hours
 
 
 def rule_group() -> dict[str, Any]:

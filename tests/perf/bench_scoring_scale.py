@@ -14,10 +14,11 @@ thread), so its peak RSS is its own (`VmHWM`: a child's `ru_maxrss` starts at it
   size, with `--promtool-rules`, `promtool tsdb create-blocks-from rules` (the rules as Prometheus schedules
   them, at the group's hashed offset) is run first and scored too (see `record_on_grid`).
 - **Recorded path** (`--nodes`, default 1,000 / 2,000 / 5,000 / 10,000): the fleet is copies of the largest
-  raw-path fleet (`scoring_scale_fleet`), and Prometheus holds what the recorded path reads at `now`: the short
-  raw window (`recorded_features.SHORT_WINDOW_S` plus the sustain tail) and the recorded series over the
-  instants read. The recorded series are NOT evaluated by Prometheus at these sizes: they are the base fleet's,
-  evaluated over the base's raw week and copied to each renamed GPU (the rules are per GPU, so the values are
+  raw-path fleet (`scoring_scale_fleet`), and Prometheus holds what the recorded path reads at `now`: the
+  exporter's fields at the instants read (from as far back as a rule reading them reaches, so the hourly
+  rules' cost is measured at that size) and the recorded series over the instants read (the hourly ones
+  over the 6 hours before them). No raw window: the recorded path reads instant vectors only. The
+  recorded series are NOT evaluated by Prometheus at these sizes: they are the base fleet's, evaluated over the base's raw week and copied to each renamed GPU (the rules are per GPU, so the values are
   the ones the rules would give; `--verify` checks that at the smallest size against the rules evaluated over
   the copied fleet's own raw week, and `tests/unit` runs it in `--quick`). A rule whose inputs Prometheus
   holds at that size (the level that reads the exporter's last hour) is evaluated there too; one that reads
@@ -52,7 +53,7 @@ from typing import Any
 
 from rich.console import Console, Group
 
-from app.predict import features, prometheus, recorded_features, recorded_reader, service
+from app.predict import features, prometheus, recorded_reader, service
 from app.predict import recorded_rules as rr
 from app.sim.fleet import backfill
 from tests.perf import bench_scoring, machine
@@ -222,17 +223,28 @@ class Plan:
         card = json.loads((models / _current(models) / "card.json").read_text())
         self.tail_s = float(card["sustain_s"])
         self.rules = rules.specs()
-        # The records the recorded path reads (`READ`; every record where the module has no such list),
-        # from the first instant read (`now - tail`) on, a step back for margin.
+        # The records the recorded path reads at its instants (`READ`; every record where the module has no
+        # such list), from the first instant read (`now - tail`) on, a step back for margin; the hourly
+        # ones (`READ_HOURLY`) from the 5 hours before it on.
         self.read = tuple(getattr(rr, "READ", rr.RECORDS))
+        self.hourly = tuple(getattr(rr, "READ_HOURLY", ()))
         self.read_from_rel = -(math.floor(self.tail_s / STEP_S) * STEP_S) - STEP_S
-        starts = rules.needed_starts(self.rules, read=dict.fromkeys(self.read, self.read_from_rel))
+        self.hourly_from_rel = self.read_from_rel - (getattr(rr, "SHORT_HOURS", 1) - 1) * 3600.0
+        starts = rules.needed_starts(self.rules, read=self._read_rel())
         self.starts_rel = {k: _grid(v) for k, v in starts.items() if k != rules.RAW}
         raw_from = min(starts.get(rules.RAW, 0.0), -LOOKBACK_S)
         self.steps = int(-raw_from // STEP_S) + 3  # from there to `now`, and the warm cycle's step
         self.now = START + STEP_S * (self.steps - 2)
-        short = recorded_features.SHORT_WINDOW_S + math.ceil(self.tail_s / STEP_S) * STEP_S + STEP_S
-        self.short_from = self.now - short - STEP_S
+        # A copied fleet holds the exporter's fields from the first instant read, or from as far back as a
+        # rule reading them reaches at `now` (so their cost is measured at that size), a step back.
+        reach = max((r.reach_s for r in self.rules if r.raw), default=0.0)
+        self.raw_from = self.now + min(self.read_from_rel, -reach) - STEP_S
+
+    def _read_rel(self) -> dict[str, float]:
+        out = dict.fromkeys(self.read, self.read_from_rel)
+        for name in self.hourly:
+            out[name] = min(out.get(name, 0.0), self.hourly_from_rel)
+        return out
 
     @property
     def end(self) -> float:
@@ -244,7 +256,7 @@ class Plan:
 
     def read_starts(self) -> dict[str, float]:
         """The records Sickbay reads, over the instants it reads: what a copied fleet holds."""
-        return dict.fromkeys(self.read, self.now + self.read_from_rel)
+        return {name: self.now + rel for name, rel in self._read_rel().items()}
 
 
 def _current(models: Path) -> str:
@@ -399,9 +411,9 @@ def run_recorded_size(
         work / "dataset",
         copies=copies,
         base=base["nodes"],
-        since=plan.short_from,
+        since=plan.raw_from,
     )
-    jobs = 1 if rows * len(features.SOURCE_METRICS) / (plan.now - plan.short_from) * 7200 > 20e6 else 2
+    jobs = 1 if rows * len(features.SOURCE_METRICS) / (plan.now - plan.raw_from) * 7200 > 20e6 else 2
     fill = backfill.backfill(work / "dataset", work / "tsdb", promtool=args.promtool, jobs=jobs)
     shutil.rmtree(work / "dataset")
     started = time.perf_counter()
@@ -529,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> Group:
             "gpus_per_node": GPUS,
             "tail_s": plan.tail_s,
             "history_steps": plan.steps,
-            "short_window_s": plan.now - plan.short_from,
+            "raw_held_s": plan.now - plan.raw_from,
             "rules": len(plan.rules),
             "levels": len({r.level for r in plan.rules}),
         },

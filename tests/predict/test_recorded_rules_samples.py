@@ -100,3 +100,15 @@ def test_the_documented_worst_cases() -> None:
     assert by_record[rr.SAMPLES] == 7 * GPUS
     # The first version's `[7d:5m]` subquery: 2,016 + 1 points per series, over the limit at 80k GPUs.
     assert bound("count_over_time(DCGM_FI_DEV_GPU_TEMP[10075m:5m])") == 2016 * GPUS > MAX_SAMPLES
+
+
+def test_the_short_windows_sums_are_hourly_and_small() -> None:
+    # The 1 h and 6 h windows read hourly sums only (scoring adds six of them up): no daily or weekly level.
+    short = {r.record: bound(r.expr) for r in rr.short_rules()}
+    assert short
+    assert all(name.endswith("1h") for name in short)
+    assert set(rr.READ_HOURLY) | set(rr.READ_HOUR) <= set(rr.RECORDS)
+    # Hardware throttling: one selector per bit (0x8, 0x40, 0x80; either DCGM name once) at 12 points.
+    assert short[rr.THROTTLED["hardware"].name("1h")] == 3 * 12 * GPUS
+    # PCIe increments squared: the [5m:5m] increase's 2 points at each of 12.
+    assert short[rr.PCIE_SQUARES.name("1h")] == 2 * 12 * GPUS
