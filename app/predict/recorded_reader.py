@@ -139,26 +139,8 @@ class FeatureReader:
         step = settings.step_s
         last = min(math.floor(now.timestamp() / step) * step, self._recorded_until(now))
         instants = sorted({last - math.floor(tail_s / step) * step, last})
-        hours = sorted({t - k * HOUR_S for t in instants for k in range(rr.SHORT_HOURS)})
         reads = recorded_reads.InstantReads(self.reader, refs=self._refs)
-        values: dict[str, np.ndarray] = {}
-        with range_answers.collector_paused():
-            for metric in features.SOURCE_METRICS:
-                values[metric] = reads.raw(metric, instants)
-            for name in rr.READ:
-                values[name] = reads.recorded(name, instants)
-            for name in rr.READ_HOURLY:
-                by_hour = reads.recorded(name, hours)
-                at = [hours.index(t) for t in instants]
-                values[name] = by_hour[:, at]
-                # The 6 h window: the instant's hour and the five before it (NaN if one is missing).
-                values[recorded_rows.six(name)] = np.stack(
-                    [
-                        by_hour[:, [hours.index(t - k * HOUR_S) for k in range(rr.SHORT_HOURS)]].sum(axis=1)
-                        for t in instants
-                    ],
-                    axis=1,
-                )
+        values = _read_values(reads, instants)
         n = len(reads.gpus)
         keys = _keys(reads.gpus, instants)
         flat = {name: recorded_reads.pad(v, n).reshape(-1) for name, v in values.items()}
@@ -204,6 +186,28 @@ class FeatureReader:
         return out
 
 
+def _read_values(
+    reads: recorded_reads.InstantReads, instants: Sequence[float]
+) -> dict[str, recorded_reads.Array]:
+    """Every value `recorded_features` reads, by name, a row per GPU and a column per instant: the
+    exporter's fields and `rr.READ` at the instants, `rr.READ_HOURLY` there and summed over 6 h."""
+    hours = sorted({t - k * HOUR_S for t in instants for k in range(rr.SHORT_HOURS)})
+    column = {t: i for i, t in enumerate(hours)}
+    values: dict[str, recorded_reads.Array] = {}
+    with range_answers.collector_paused():
+        for metric in features.SOURCE_METRICS:
+            values[metric] = reads.raw(metric, instants)
+        for name in rr.READ:
+            values[name] = reads.recorded(name, instants)
+        for name in rr.READ_HOURLY:
+            by_hour = reads.recorded(name, hours)
+            values[name] = by_hour[:, [column[t] for t in instants]]
+            # The 6 h window: the instant's hour and the five before it (NaN where one is missing).
+            windows = [[column[t - k * HOUR_S] for k in range(rr.SHORT_HOURS)] for t in instants]
+            values[recorded_rows.six(name)] = np.stack([by_hour[:, w].sum(axis=1) for w in windows], axis=1)
+    return values
+
+
 def _keys(gpus: Mapping[recorded_reads.Identity, int], instants: Sequence[float]) -> pd.DataFrame:
     """`KEY_COLUMNS` of a row per GPU (in `gpus`' order) per instant."""
     identities = sorted(gpus, key=gpus.__getitem__)
@@ -218,17 +222,17 @@ def _keys(gpus: Mapping[recorded_reads.Identity, int], instants: Sequence[float]
     )
 
 
-def _instant_frame(keys: pd.DataFrame, flat: Mapping[str, np.ndarray]) -> pd.DataFrame:
+def _instant_frame(keys: pd.DataFrame, flat: Mapping[str, recorded_reads.Array]) -> pd.DataFrame:
     """The exporter's fields at the instants, as the raw path's frame has them (`present` included)."""
     names = list(features.SOURCE_METRICS)
     values = np.vstack([flat[m] for m in names]) if len(keys) else np.zeros((len(names), 0))
-    present = (~np.isnan(values)).any(axis=0).astype(np.int64)
+    present = np.asarray((~np.isnan(values)).any(axis=0), dtype=np.int64)
     columns = {k: keys[k].to_numpy() for k in ("node", "gpu", "uuid")}
     timestamps = keys["timestamp"].to_numpy(dtype=np.float64)
     return range_answers.grid_frame(columns, timestamps, names=names, values=values, present=present)
 
 
-def _irregular(frame: pd.DataFrame, flat: Mapping[str, np.ndarray]) -> set[str]:
+def _irregular(frame: pd.DataFrame, flat: Mapping[str, recorded_reads.Array]) -> set[str]:
     """Hosts with a (current) GPU lacking a full recorded week without resets at an instant."""
     full = flat[rr.SAMPLES] >= rr.FULL_WEEK
     calm = np.nan_to_num(flat[rr.RESETS], nan=0.0) == 0

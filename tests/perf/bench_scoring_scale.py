@@ -73,6 +73,10 @@ STEP_S = bench_scoring.STEP_S
 START = bench_scoring.START
 LOOKBACK_S = 7 * 86400.0
 GPUS = bench_scoring.GPUS_PER_NODE
+# Nodes' recorded series per OpenMetrics file at the copied sizes: a file's text stays a few GB at 10,000
+# nodes. Each file's blocks overlap the others' in time, as they overlap the raw blocks of the same span
+# (one file did already); the TSDB merges overlapping blocks at query time (prometheus/tsdb#370).
+COPIES_PER_FILE = 1000
 
 
 # -- one measured process -------------------------------------------------------------------------------
@@ -258,6 +262,21 @@ class Plan:
         """The records Sickbay reads, over the instants it reads: what a copied fleet holds."""
         return {name: self.now + rel for name, rel in self._read_rel().items()}
 
+    def read_instants(self) -> dict[str, frozenset[float]]:
+        """The instants each record is read at by the cold cycle (at `now`) and the warm one (a step later):
+        the recorded path's instants (`now` and `tail` before), the hourly records also 1..5 hours before."""
+        tail = math.floor(self.tail_s / STEP_S) * STEP_S
+        instants = {t for c in (self.now, self.end) for t in (c - tail, c)}
+        hours = {t - k * 3600.0 for t in instants for k in range(getattr(rr, "SHORT_HOURS", 1))}
+        out = dict.fromkeys(self.read, frozenset(instants))
+        out.update(dict.fromkeys(self.hourly, frozenset(hours)))
+        return out
+
+    def export(self, url: str) -> list[fleet.Recorded]:
+        """The records Sickbay reads, at the instants it reads them (`read_instants`)."""
+        series = fleet.export(url, self.read_starts(), end=self.end, step_s=STEP_S)
+        return fleet.thin(series, self.read_instants())
+
 
 def _current(models: Path) -> str:
     return str(json.loads((models / "CURRENT.json").read_text())["current"])
@@ -395,7 +414,7 @@ def run_raw_size(nodes: int, *, plan: Plan, args: argparse.Namespace, work: Path
         row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=plan.starts())
         done("rule costs")
         row["recorded"] = run_child(served.url, now=plan.now, args=args)
-        row["export"] = fleet.export(served.url, plan.read_starts(), end=plan.end, step_s=STEP_S)
+        row["export"] = plan.export(served.url)
         row["prometheus_rss_mib"] = served.sample_rss()
         done("recorded cycle")
     return row
@@ -418,21 +437,20 @@ def run_recorded_size(
     shutil.rmtree(work / "dataset")
     started = time.perf_counter()
     text = work / "recorded.om"
-    recorded = fleet.write_copies(base["export"], text, copies=copies, base=base["nodes"])
-    subprocess.run(
-        [
-            str(args.promtool),
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            "--quiet",
-            str(text),
-            str(work / "tsdb"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    text.unlink()
+    recorded = 0
+    per_file = max(1, COPIES_PER_FILE // base["nodes"])
+    # One block per file: promtool parses a file once per block it cuts.
+    block = f"--max-block-duration={_span_block_s(base['export'])}s"
+    for first in range(0, copies, per_file):
+        recorded += fleet.write_copies(
+            base["export"], text, copies=min(copies, first + per_file), base=base["nodes"], first=first
+        )
+        subprocess.run(
+            [str(args.promtool), *_OPENMETRICS, block, str(text), str(work / "tsdb")],
+            check=True,
+            capture_output=True,
+        )
+        text.unlink()
     row: dict[str, Any] = {
         "nodes": nodes,
         "gpus": nodes * GPUS,
@@ -457,7 +475,7 @@ def verify(
     url: str, nodes: int, *, base: dict[str, Any], plan: Plan, args: argparse.Namespace, work: Path
 ) -> dict[str, Any]:
     """The copied recorded series against the rules evaluated over the copied fleet's own raw week."""
-    copied = fleet.export(url, plan.read_starts(), end=plan.end, step_s=STEP_S)
+    copied = plan.export(url)
     check = work / "verify"
     fleet.tile_dataset(
         work.parent / "base" / "dataset",
@@ -469,7 +487,7 @@ def verify(
     backfill.backfill(check / "dataset", check / "tsdb", promtool=args.promtool)
     with Served(check / "tsdb", args=args, at=plan.now) as served:
         record_on_grid(served, plan, check, args)
-        evaluated = fleet.export(served.url, plan.read_starts(), end=plan.end, step_s=STEP_S)
+        evaluated = plan.export(served.url)
     shutil.rmtree(check)
     return {**fleet.compare(evaluated, copied), "series": len(evaluated)}
 
