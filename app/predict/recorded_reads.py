@@ -53,9 +53,12 @@ class InstantReads:
         return self._at(query, times, shift=ahead)
 
     def raw(self, metric: str, times: Sequence[float]) -> Array:
-        return self._at(selector(metric), times, shift=0.0)
+        # Hosts are remembered from the presence field's read: every GPU has it, and a label lookup per
+        # series of every read would cost as much as parsing them (a GPU first seen later, without it,
+        # makes `recorded_reader` look its host up).
+        return self._at(selector(metric), times, shift=0.0, remember=metric == features.GPU_TEMP)
 
-    def _at(self, query: str, times: Sequence[float], *, shift: float) -> Array:
+    def _at(self, query: str, times: Sequence[float], *, shift: float, remember: bool = False) -> Array:
         """(GPUs seen so far, len(times)): the query's value per GPU at each time (NaN where none)."""
         columns = {round(t, 3): i for i, t in enumerate(times)}
         parts: list[tuple[Array, list[int]]] = []
@@ -63,7 +66,8 @@ class InstantReads:
             answer = self.reader.query_range(
                 query, _utc(start + shift), _utc(start + shift + step * (n - 1)), step_s=step
             )
-            self._remember(answer)
+            if remember:
+                self._remember(answer)
             try:
                 cells = range_answers.parse(answer, self.gpus, grid_start=start + shift, step=step, n_times=n)
             except range_answers.Malformed as exc:

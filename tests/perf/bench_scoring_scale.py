@@ -464,7 +464,11 @@ def run_recorded_size(
     held = plan.read_starts()
     with Served(work / "tsdb", args=args, at=plan.now) as served:
         row["recorded"] = run_child(served.url, now=plan.now, args=args)
-        row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=held)
+        if nodes <= args.rule_costs_up_to:
+            row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=held)
+        else:
+            why = f"not evaluated above {args.rule_costs_up_to:,} nodes (--rule-costs-up-to)"
+            row["prometheus"] = {"rules": [], "not_evaluated": {r.record: why for r in plan.rules}}
         if args.verify and copies > 1 and nodes == args.nodes[0]:  # it holds this fleet's whole week
             row["verify"] = verify(served.url, nodes, base=base, plan=plan, args=args, work=work)
         row["prometheus_rss_mib"] = served.sample_rss()
@@ -521,6 +525,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="also score promtool's rule backfill (at the group's offset) at the first size: slow, every level over the week",
     )
     parser.add_argument("--budget-s", type=float, default=math.inf, help="start no size after this long")
+    parser.add_argument(
+        "--rule-costs-up-to",
+        type=int,
+        default=sys.maxsize,
+        help="evaluate the rules' cost on copied fleets up to this many nodes (minutes per size beyond)",
+    )
     parser.add_argument("--child-timeout-s", type=float, default=3600.0)
     parser.add_argument("--models", type=Path, default=MODELS)
     parser.add_argument("--prometheus", type=Path, default=PROMETHEUS)
