@@ -7,6 +7,8 @@ Each cycle asks Prometheus whether the rules' series exist (`count(gpu:…:count
   rules' long windows (`recorded_rules.READ`), their hourly sums at those instants and at each of the five
   hours before (`READ_HOURLY`, summed here into 6 h windows) and the exporter's fields themselves
   (`recorded_reads`): one range query per series for the whole fleet, a few points each, no raw window.
+  The records of fields no GPU exports (and of the volatile ECC counters where the aggregate ones are
+  exported) are not read: no feature reads them.
   Memory grows with the GPUs times the features, not with GPUs x look-back. The features of regular GPUs
   come from those values (`recorded_features`). Hosts with a GPU that is not regular (less than a full week
   of samples, a counter reset within it, no recorded values) are read raw over the look-back, in batches
@@ -197,15 +199,36 @@ def _read_values(
     with range_answers.collector_paused():
         for metric in features.SOURCE_METRICS:
             values[metric] = reads.raw(metric, instants)
+        unused = _unused_fields(values)
         for name in rr.READ:
-            values[name] = reads.recorded(name, instants)
-        for name in rr.READ_HOURLY:
+            if _read_needed(name, unused):
+                values[name] = reads.recorded(name, instants)
+        for name in (n for n in rr.READ_HOURLY if _read_needed(n, unused)):
             by_hour = reads.recorded(name, hours)
             values[name] = by_hour[:, [column[t] for t in instants]]
             # The 6 h window: the instant's hour and the five before it (NaN where one is missing).
             windows = [[column[t - k * HOUR_S] for k in range(rr.SHORT_HOURS)] for t in instants]
             values[recorded_rows.six(name)] = np.stack([by_hour[:, w].sum(axis=1) for w in windows], axis=1)
     return values
+
+
+def _unused_fields(values: Mapping[str, recorded_reads.Array]) -> frozenset[str]:
+    """The source fields whose records no feature reads this cycle: those no GPU exports (their features
+    are NaN), and the volatile ECC counters where the aggregate ones are exported (`Rows.either`)."""
+    present = {m for m in features.SOURCE_METRICS if (values[m] < features.DCGM_BLANK_MIN).any()}
+    unused = set(features.SOURCE_METRICS) - present
+    unused |= {
+        vol
+        for agg, vol in ((features.SBE_AGG, features.SBE_VOL), (features.DBE_AGG, features.DBE_VOL))
+        if agg in present
+    }
+    return frozenset(unused)
+
+
+def _read_needed(record: str, unused: frozenset[str]) -> bool:
+    """Whether a record is read: not one of an unused field's (`gpu:<field>:<op>`); the presence and
+    reset records always are (they decide which hosts are regular)."""
+    return record in (rr.SAMPLES, rr.RESETS) or record.split(":")[1] not in unused
 
 
 def _keys(gpus: Mapping[recorded_reads.Identity, int], instants: Sequence[float]) -> pd.DataFrame:
