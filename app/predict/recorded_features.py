@@ -1,34 +1,41 @@
-"""The features from a short raw window and the recording rules' long windows (`recorded_rules`).
+"""Every feature of a regular GPU from the recording rules' series and instant vectors: no raw window.
 
-`compute_features` over the last hours of raw samples gets every feature whose windows fit in them (1 h,
-6 h, peers, last values) exactly as over a week; the features that reach back 24 h or 7 d are then
-recomputed from the recorded series' values at the same instants, combined with the short window's
-parts as `features` combines its own. Pure: numpy and pandas, no I/O.
+`recorded_reader` reads, at the instants scoring asks for (the last recorded grid instant and `sustain_s`
+before it), the rules' 24 h and 7 d sums, the hourly sums of the hour ending there, the hourly sums of the
+five hours before it (summed into 6 h windows: `six`), and the exporter's fields themselves (the last
+values: remapped rows, pending flags, retired pages). This module turns a row per GPU per instant of those
+values into `features.FEATURES`, with the raw path's statistics (`series.poisson_surprise`,
+`thermal.line_residual`, the floors and clips) and its peers (the median over the node's GPUs at the same
+instant). Pure: numpy and pandas, no I/O.
 
 It holds for *regular* GPUs only, which `recorded_reader` picks: a sample at every grid instant of the
-last week and no counter reset in it. Then every long window runs its full length (no first row, no
-reset to stop at), a span is the window itself, and the recorded sums are the features' sums:
+last week and no counter reset in it. Then every window `(t - w, t]` runs its full length (no first row,
+no reset to stop at: `since_reset` changes nothing), a counter's span is the window itself, and the
+recorded sums are the features' sums over the same 5-minute rows:
 
-- exact (to float rounding): counter increases and the rates, accelerations and surprise built on them,
-  persistence, episodes, XID events, missing share, hours since reset;
+- exact (to float rounding): counter increases and the rates, accelerations, surprise and dispersion built
+  on them, shares (throttle classes over valid rows, violations), persistence, episodes,
+  means over valid rows, last values, missing shares (0: a sample at every row), hours since reset;
 - to float rounding of different summation orders: the thermal residuals' 7-day line (Prometheus averages
   2,016 values where `features` differences prefix sums of the whole fleet's), within 1e-3 °C.
 
+Fields: a regular GPU exports each of its fields at every row or not at all (the exporter's field list is
+per host). A field the regular hosts do not export gives NaN features, as in `features`.
+XID events come from `recorded_xid` (the raw gauge of the few GPUs with an event in the week, classified
+by the raw path's function); this module gives every GPU 0 for them first.
 For a GPU that is not regular (new, replaced, reset, with gaps) the features' windows stop at its first row
 or last reset, which an instant vector cannot show: the reader reads such hosts raw.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import numpy as np
 import pandas as pd
 
 from app.predict import recorded_rules as rr
-from app.predict.features import compute, events, links, memory, thermal
+from app.predict import recorded_thermal
+from app.predict.features import FEATURES, events, links, memory
 from app.predict.features import fields as f
-from app.predict.features.frame import KEY_COLUMNS, Normalised
 from app.predict.features.series import (
     HOUR,
     W1H,
@@ -36,203 +43,143 @@ from app.predict.features.series import (
     W7D,
     W24H,
     Array,
-    Series,
-    counter,
     poisson_surprise,
-    rate,
     relative,
     sum_optional,
 )
-
-# The features this module recomputes; every other comes from the short window as it is.
-LONG_FEATURES: tuple[str, ...] = (
-    "sbe_surprise_6h_7d",
-    "sbe_accel_6h_24h",
-    "sbe_persistence_24h",
-    "dbe_increase_24h",
-    "correctable_remapped_rows_growth_24h",
-    "uncorrectable_remapped_rows_growth_24h",
-    "gpu_temp_vs_baseline_c",
-    "mem_temp_vs_baseline_c",
-    "mem_gpu_temp_gap_vs_baseline_c",
-    "mem_temp_rise_6h_c",
-    "gpu_temp_vs_peers_c",
-    "mem_temp_vs_peers_c",
-    "pcie_replay_vs_baseline_6h_7d",
-    "pcie_replay_persistence_24h",
-    "pcie_replay_episodes_24h",
-    "nvlink_crc_vs_baseline_6h_7d",
-    "nvlink_crc_accel_1h_24h",
-    "nvlink_crc_persistence_24h",
-    "nvlink_recovery_increase_24h",
-    "xid_ignore_events_24h",
-    "xid_workload_events_24h",
-    "xid_hardware_events_7d",
-    "missing_share_24h",
-    "hours_since_reset",
-)
-
-# The short window must hold the longest short window's rows and the sample before them: 6 h, plus the
-# 1 h a 6 h persistence's first row looks back, plus a step.
-SHORT_WINDOW_S = W6H + W1H + rr.STEP_S
+from app.predict.recorded_rows import Rows, six
 
 
-def combine(
-    short: pd.DataFrame,
-    recorded: pd.DataFrame,
-    *,
-    instants: Sequence[float],
-    lookback_start: float,
-) -> pd.DataFrame:
-    """Features (`KEY_COLUMNS` + `FEATURES`) of every GPU of `short` at `instants`.
+def combine(r: Rows, *, lookback_start: float) -> pd.DataFrame:
+    """Features (`KEY_COLUMNS` + `FEATURES`) of each row: regular GPUs at the instants read.
 
-    `short`: the raw window (a grid, as the reader reads it) of regular GPUs only, at least
-    `SHORT_WINDOW_S` before the first instant; `recorded`: `KEY_COLUMNS` and a column per recorded series,
-    their values at the instants; `lookback_start`: the first instant the raw path's look-back would read
-    (its hours since reset count from there).
-    """
-    df, s = compute.prepared(short)
-    s.keep(np.isin(s.t, np.asarray(instants, dtype=np.float64)))
-    table = compute.table(df, s)
-    if table.empty:
-        return table
-    values = _aligned(table, recorded)
-    for name, computed in _long(df, s, values).items():
-        known = ~np.isnan(table[name].to_numpy(dtype=np.float64))
-        table[name] = np.where(known, computed, np.nan).astype(np.float32)
-    if "hours_since_reset" in table.columns:
-        hours = np.minimum(
-            (table["timestamp"].to_numpy() - lookback_start) / HOUR, events.MAX_HOURS_SINCE_RESET
-        )
-        known = ~np.isnan(table["hours_since_reset"].to_numpy(dtype=np.float64))
-        table["hours_since_reset"] = np.where(known, hours, np.nan).astype(np.float32)
-    table["missing_share_24h"] = np.where(table["missing_share_24h"].notna(), 0.0, np.nan).astype(np.float32)
+    The rows' values: the source fields at the instant, each record of `rr.READ` there, each of
+    `rr.READ_HOURLY` there and summed over 6 h (`six`); `lookback_start`: the first instant the raw
+    path's look-back would read (its hours since reset count from there)."""
+    out: dict[str, Array] = {}
+    out |= _memory(r)
+    out |= recorded_thermal.thermal(r)
+    out |= recorded_thermal.throttle(r)
+    out |= _links(r)
+    out |= _events(r, lookback_start=lookback_start)
+    table = r.keys.copy()
+    for name in FEATURES:
+        table[name] = out.get(name, np.full(len(r), np.nan)).astype(np.float32)
     return table
 
 
-def _aligned(table: pd.DataFrame, recorded: pd.DataFrame) -> Mapping[str, Array]:
-    """Each recorded series' value on the table's rows (NaN where it has none)."""
-    keys = table[list(KEY_COLUMNS)].astype({"node": str, "uuid": str})
-    if recorded.empty:
-        return {name: np.full(len(table), np.nan) for name in rr.READ}
-    merged = keys.merge(recorded.astype({"node": str, "uuid": str}), on=list(KEY_COLUMNS), how="left")
-    return {
-        name: merged[name].to_numpy(dtype=np.float64) if name in merged else np.full(len(table), np.nan)
-        for name in rr.READ
-    }
+def _rates(r: Rows, metrics: list[str], per_s: float) -> tuple[Array, Array]:
+    """The 1 h and 6 h rates of the sum of these counters (their hourly increases)."""
+    hour = [rr.hourly(m, "increase{w}") for m in metrics]
+    one = _summed(*(r[name] for name in hour))
+    sixh = _summed(*(r[six(name)] for name in hour))
+    return one / W1H * per_s, sixh / W6H * per_s
 
 
-def _long(df: Normalised, s: Series, r: Mapping[str, Array]) -> dict[str, Array]:
+def _summed(*parts: Array) -> Array:
+    """`series.sum_optional` of at least one part."""
+    total = sum_optional(*parts)
+    if total is None:
+        raise ValueError("no counter to sum")  # unreachable: the callers pass a present field's
+    return total
+
+
+def _memory(r: Rows) -> dict[str, Array]:
     out: dict[str, Array] = {}
-    out |= _memory(df, s, r)
-    out |= _thermal(df, s, r)
-    out |= _links(df, s, r)
-    return out  # the XID features: `recorded_xid`, from the raw gauge of the GPUs with an event
-
-
-def _either(df: Normalised, first: str, second: str) -> str | None:
-    return first if first in df.fields else second if second in df.fields else None
-
-
-def _memory(df: Normalised, s: Series, r: Mapping[str, Array]) -> dict[str, Array]:
-    out: dict[str, Array] = {}
-    sbe = _either(df, f.SBE_AGG, f.SBE_VOL)
+    sbe = r.either(f.SBE_AGG, f.SBE_VOL)
     if sbe is not None:
-        c = counter(s, df.fields[sbe])
-        r6 = rate(s, c, W6H, HOUR)
+        r1, r6 = _rates(r, [sbe], HOUR)
         r24 = r[rr.increase(sbe, rr.DAY_MIN)] / W24H * HOUR
-        out["sbe_accel_6h_24h"] = relative(r6, r24, memory.SBE_FLOOR_PER_H)
-        z = _surprise(
-            s, c.increments, s.span(W6H, c.samples, since_reset=True), r[rr.increase(sbe, rr.WEEK_MIN)]
-        )
+        floor = memory.SBE_FLOOR_PER_H
+        out["sbe_rate_1h"] = r1
+        n, total = r[six(rr.hourly(sbe, "increase{w}"))], r[rr.increase(sbe, rr.WEEK_MIN)]
+        span, before = np.full(len(r), W6H), np.full(len(r), W7D - W6H)
+        z = poisson_surprise(n, total, span, before, ok=~np.isnan(n) & ~np.isnan(total))
         out["sbe_surprise_6h_7d"] = np.maximum(z - memory.SBE_NOISE_SD, 0.0)
+        out["sbe_vs_peers_6h"] = relative(r6, r.peer_median(r6), floor)
+        out["sbe_accel_1h_6h"] = relative(r1, r6, floor)
+        out["sbe_accel_6h_24h"] = relative(r6, r24, floor)
         out["sbe_persistence_24h"] = r[rr.persistence(sbe)]
-    dbe = _either(df, f.DBE_AGG, f.DBE_VOL)
+    dbe = r.either(f.DBE_AGG, f.DBE_VOL)
     if dbe is not None:
         out["dbe_increase_24h"] = r[rr.increase(dbe, rr.DAY_MIN)]
     for name, prefix in ((f.ROWS_CORRECTABLE, "correctable"), (f.ROWS_UNCORRECTABLE, "uncorrectable")):
-        if name in df.fields:
+        if r.has(name):
+            out[f"{prefix}_remapped_rows"] = r[name]
             out[f"{prefix}_remapped_rows_growth_24h"] = r[rr.increase(name, rr.DAY_MIN)]
+    for name, feature in (
+        (f.REMAP_PENDING, "row_remap_pending"),
+        (f.REMAP_FAILURE, "row_remap_failure"),
+        (f.RETIRED_PENDING, "retired_pages_pending"),
+    ):
+        if r.has(name):
+            out[feature] = r[name]
+    retired = sum_optional(*(r[name] for name in (f.RETIRED_SBE, f.RETIRED_DBE) if r.has(name)))
+    if retired is not None:
+        out["retired_pages"] = retired
     return out
 
 
-def _surprise(s: Series, increments: Array, span: Array, total: Array) -> Array:
-    """`series.surprise` with the baseline's total from the recorded 7-day increase: a regular GPU's 7-day
-    window spans the whole week, so the time before the recent window is the week less its span."""
-    n = s.wsum(increments, W6H, since_reset=True)
-    before = W7D - span
-    return poisson_surprise(n, total, span, before, ok=(span > 0) & (before > 0) & ~np.isnan(total))
-
-
-def _thermal(df: Normalised, s: Series, r: Mapping[str, Array]) -> dict[str, Array]:
+def _links(r: Rows) -> dict[str, Array]:
     out: dict[str, Array] = {}
-    gpu, mem, util = df.fields.get(f.GPU_TEMP), df.fields.get(f.MEMORY_TEMP), df.fields.get(f.GPU_UTIL)
-    if gpu is not None:
-        gpu_1h = _residual(s, gpu, util, W1H, r=r, which="gpu")
-        out["gpu_temp_vs_baseline_c"] = gpu_1h
-        out["gpu_temp_vs_peers_c"] = gpu_1h - s.peer_median(gpu_1h)
-    if mem is not None:
-        mem_1h = _residual(s, mem, util, W1H, r=r, which="mem")
-        out["mem_temp_vs_baseline_c"] = mem_1h
-        out["mem_temp_rise_6h_c"] = mem_1h - _residual(s, mem, util, W6H, r=r, which="mem")
-        out["mem_temp_vs_peers_c"] = mem_1h - s.peer_median(mem_1h)
-    if gpu is not None and mem is not None:
-        out["mem_gpu_temp_gap_vs_baseline_c"] = _residual(s, mem - gpu, util, W1H, r=r, which="gap")
-    return out
-
-
-def _residual(
-    s: Series, temp: Array, util: Array | None, window: float, *, r: Mapping[str, Array], which: str
-) -> Array:
-    """`thermal._residual` with the 7-day line's means from the recorded series."""
-    mean_w = s.wmean(temp, window)
-    mean_t7 = r[rr.thermal(which, "mean")]
-    if util is None:
-        return mean_w - mean_t7
-    valid = ~np.isnan(temp) & ~np.isnan(util)
-    mu, mt = r[rr.thermal(which, "util")], r[rr.thermal(which, "temp")]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        u_w = s.wsum(np.where(valid, util, 0.0), window) / s.wcount(valid, window)
-    return thermal.line_residual(
-        mean_w,
-        u_w,
-        mean_t7,
-        count=r[rr.thermal(which, "count")],
-        mu=mu,
-        mt=mt,
-        var_u=r[rr.thermal(which, "util_sq")] - mu * mu,
-        cov=r[rr.thermal(which, "util_temp")] - mu * mt,
-    )
-
-
-def _links(df: Normalised, s: Series, r: Mapping[str, Array]) -> dict[str, Array]:
-    out: dict[str, Array] = {}
-    if f.PCIE_REPLAY in df.fields:
-        r6 = rate(s, counter(s, df.fields[f.PCIE_REPLAY]), W6H, 60.0)
+    if r.has(f.PCIE_REPLAY):
+        floor = links.PCIE_FLOOR_PER_MIN
+        r1, r6 = _rates(r, [f.PCIE_REPLAY], 60.0)
         r7d = r[rr.increase(f.PCIE_REPLAY, rr.WEEK_MIN)] / W7D * 60.0
-        out["pcie_replay_vs_baseline_6h_7d"] = relative(r6, r7d, links.PCIE_FLOOR_PER_MIN)
+        out["pcie_replay_rate_1h"] = r1
+        out["pcie_replay_vs_baseline_6h_7d"] = relative(r6, r7d, floor)
+        out["pcie_replay_vs_peers_1h"] = relative(r1, r.peer_median(r1), floor)
+        out["pcie_replay_accel_1h_6h"] = relative(r1, r6, floor)
+        valid = r[six(rr.PCIE_COUNT.name("1h"))]
+        active = r[six(rr.hourly(f.PCIE_REPLAY, "active1h_sum_over_time{w}"))]
+        out["pcie_replay_persistence_6h"] = _share(active, valid)
         out["pcie_replay_persistence_24h"] = r[rr.persistence(f.PCIE_REPLAY)]
         out["pcie_replay_episodes_24h"] = r[rr.EPISODES]
-    crc_fields = [name for name in (f.NVLINK_CRC_FLIT, f.NVLINK_CRC_DATA) if name in df.fields]
-    crc = sum_optional(*(df.fields[name] for name in crc_fields))
-    if crc is not None:
-        c = counter(s, crc)
-        r1, r6 = rate(s, c, W1H, 1.0), rate(s, c, W6H, 1.0)
-        by_window = {
-            w: sum_optional(*(r[rr.increase(name, w)] for name in crc_fields))
-            for w in (rr.DAY_MIN, rr.WEEK_MIN)
-        }
-        r24 = _per_s(by_window[rr.DAY_MIN], W24H)
-        r7d = _per_s(by_window[rr.WEEK_MIN], W7D)
-        out["nvlink_crc_vs_baseline_6h_7d"] = relative(r6, r7d, links.NVLINK_FLOOR_PER_S)
-        out["nvlink_crc_accel_1h_24h"] = relative(r1, r24, links.NVLINK_FLOOR_PER_S)
+        total = r[six(rr.hourly(f.PCIE_REPLAY, "increase{w}"))]
+        out["pcie_replay_burstiness_6h"] = _dispersion(valid, total, r[six(rr.PCIE_SQUARES.name("1h"))])
+    crc_fields = [name for name in (f.NVLINK_CRC_FLIT, f.NVLINK_CRC_DATA) if r.has(name)]
+    if crc_fields:
+        floor = links.NVLINK_FLOOR_PER_S
+        r1, r6 = _rates(r, crc_fields, 1.0)
+        r24 = _summed(*(r[rr.increase(name, rr.DAY_MIN)] for name in crc_fields)) / W24H
+        r7d = _summed(*(r[rr.increase(name, rr.WEEK_MIN)] for name in crc_fields)) / W7D
+        out["nvlink_crc_rate_1h"] = r1
+        out["nvlink_crc_vs_baseline_6h_7d"] = relative(r6, r7d, floor)
+        out["nvlink_crc_vs_peers_1h"] = relative(r1, r.peer_median(r1), floor)
+        out["nvlink_crc_accel_1h_24h"] = relative(r1, r24, floor)
         out["nvlink_crc_persistence_24h"] = r[rr.persistence(f.NVLINK_CRC_FLIT)]
-    if f.NVLINK_RECOVERY in df.fields:
+    if r.has(f.NVLINK_REPLAY):
+        out["nvlink_replay_rate_6h"] = _rates(r, [f.NVLINK_REPLAY], 1.0)[1]
+    if r.has(f.NVLINK_RECOVERY):
         out["nvlink_recovery_increase_24h"] = r[rr.increase(f.NVLINK_RECOVERY, rr.DAY_MIN)]
     return out
 
 
-def _per_s(total: Array | None, window: float) -> Array:
-    if total is None:
-        raise ValueError("no counter to take a rate of")  # unreachable: a CRC field is present
-    return total / window
+def _share(flagged: Array, valid: Array) -> Array:
+    """`series.share` from its two counts."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(valid > 0, flagged / valid, np.nan)
+
+
+def _dispersion(count: Array, total: Array, squares: Array) -> Array:
+    """`links._dispersion` from the window's valid rows, increments' sum and their squares' sum."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+        variance = np.maximum(squares / count - mean * mean, 0.0)
+        index = np.where(mean > 0, variance / mean, 0.0)
+    return np.where(count > 1, np.log1p(index), np.nan)
+
+
+def _events(r: Rows, *, lookback_start: float) -> dict[str, Array]:
+    out: dict[str, Array] = {}
+    if r.has(f.XID):
+        # Known, and 0 until `recorded_xid.merged` (the reader) puts in the few GPUs' values read from the raw gauge.
+        out |= {name: np.zeros(len(r)) for name in events.FEATURES if name.startswith("xid_")}
+    # A regular GPU has a sample at every row: nothing is missing.
+    out["missing_share_1h"] = np.zeros(len(r))
+    out["missing_share_24h"] = np.zeros(len(r))
+    if any(r.has(name) for name in f.VOLATILE_COUNTERS):
+        # No reset within the week: the raw path's windows start at its look-back's first row.
+        t = r.keys["timestamp"].to_numpy(dtype=np.float64)
+        out["hours_since_reset"] = np.minimum((t - lookback_start) / HOUR, events.MAX_HOURS_SINCE_RESET)
+    return out

@@ -1,14 +1,18 @@
-"""Scoring's reads when the recording rules are installed: recorded long windows and a short raw window.
+"""Scoring's reads when the recording rules are installed: recorded series and instant vectors only.
 
 Each cycle asks Prometheus whether the rules' series exist (`count(gpu:…:count_over_time7d)`):
 
-- yes (the *recorded* path): the last `recorded_features.SHORT_WINDOW_S` of raw samples (a `RecentWindow`,
-  refreshed incrementally) and the recorded series' values at the two instants scoring reads (the last
-  grid instant the rules have recorded, up to a step or two before now as their group's phase has it, and
-  `sustain_s` before), one query per recorded series for the whole fleet. Memory grows with the GPUs,
-  not with GPUs x look-back. Hosts with a GPU that is not regular (less than a full week of samples, a
-  counter reset within it, no recorded values) are read raw over the look-back, in batches of hosts:
-  their windows stop at a first row or a reset, which an instant vector cannot show;
+- yes (the *recorded* path): at the two instants scoring reads (the last grid instant the rules have
+  recorded, up to a step or two before now as their group's phase has it, and `sustain_s` before), the
+  rules' long windows (`recorded_rules.READ`), their hourly sums at those instants and at each of the five
+  hours before (`READ_HOURLY`, summed here into 6 h windows) and the exporter's fields themselves
+  (`recorded_reads`): one range query per series for the whole fleet, a few points each, no raw window.
+  The records of fields no GPU exports (and of the volatile ECC counters where the aggregate ones are
+  exported) are not read: no feature reads them.
+  Memory grows with the GPUs times the features, not with GPUs x look-back. The features of regular GPUs
+  come from those values (`recorded_features`). Hosts with a GPU that is not regular (less than a full week
+  of samples, a counter reset within it, no recorded values) are read raw over the look-back, in batches
+  of hosts: their windows stop at a first row or a reset, which an instant vector cannot show;
 - no (the *raw* path, the fallback): the whole look-back raw, as before the rules existed.
 
 The path in use is logged when it changes (WARNING for raw: it is the path that does not scale) and is the
@@ -21,23 +25,31 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from prometheus_client import CollectorRegistry, Gauge
 
-from app.predict import features, range_answers, recent_window, recorded_features, recorded_xid, score
+from app.predict import (
+    features,
+    range_answers,
+    recent_window,
+    recorded_features,
+    recorded_reads,
+    recorded_rows,
+    recorded_xid,
+    score,
+)
 from app.predict import recorded_rules as rr
-from app.predict.prometheus import PrometheusUnavailable, Reader
-from app.predict.promql import HostRef, host_ref
+from app.predict.prometheus import Reader
+from app.predict.promql import HostRef
 
 log = logging.getLogger(__name__)
 
 RECORDED, RAW = "recorded", "raw"
-_BY = ", ".join((*features.HOST_COLUMNS, "gpu", "UUID", "uuid"))
+HOUR_S = recorded_reads.HOUR_S
 HOST_BATCH = 200  # hosts per raw read of the irregular ones: one query per metric per batch
 
 
@@ -49,6 +61,7 @@ class FeatureRead:
     frame: pd.DataFrame
     table: pd.DataFrame
     raw_hosts: int = 0
+    points: int = 0  # the samples the recorded path's reads returned (0 on the raw path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +93,6 @@ class FeatureReader:
     reader: Reader
     metrics: PathMetrics | None = None
     _raw: recent_window.RecentWindow | None = None
-    _short: recent_window.RecentWindow | None = None
     _path: str | None = None
     _refs: dict[str, HostRef] = field(default_factory=dict)
 
@@ -99,9 +111,11 @@ class FeatureReader:
         self._path = path
         if path == RECORDED:
             self._raw = None  # its week of samples is not needed any more
-            log.info("risk scoring reads the recording rules' long windows and %.1f h raw", _short_h())
+            log.info(
+                "risk scoring reads the recording rules' long windows and hourly sums, and the "
+                "exporter's fields, at the instants it scores: no raw window"
+            )
         else:
-            self._short = None
             log.warning(
                 "risk scoring reads %.0f h of raw samples per cycle: the recording rules (group %s in "
                 "rules/prometheus/sickbay-rules.yaml) are not installed, so memory grows with GPUs x look-back",
@@ -126,63 +140,34 @@ class FeatureReader:
     def _recorded(self, now: datetime, tail_s: float) -> FeatureRead:
         settings = self.reader.settings
         step = settings.step_s
-        if self._short is None:
-            span = recorded_features.SHORT_WINDOW_S + math.ceil(tail_s / step) * step + step
-            self._short = recent_window.RecentWindow(Reader(replace(settings, lookback_s=span)))
-        frame = self._short.refresh(now)
+        last = min(math.floor(now.timestamp() / step) * step, self._recorded_until(now))
+        instants = sorted({last - math.floor(tail_s / step) * step, last})
+        reads = recorded_reads.InstantReads(self.reader, refs=self._refs)
+        values = _read_values(reads, instants)
+        n = len(reads.gpus)
+        keys = _keys(reads.gpus, instants)
+        flat = {name: recorded_reads.pad(v, n).reshape(-1) for name, v in values.items()}
+        frame = _instant_frame(keys, flat)
         if frame.empty:
             return FeatureRead(RECORDED, frame, features.compute_features(frame))
-        last = min(float(frame["timestamp"].max()), self._recorded_until(now))
-        instants = sorted({last - math.floor(tail_s / step) * step, last})
-        recorded = self._values(instants)
-        irregular = _irregular(frame, recorded, instants)
-        boards = score.current_boards(frame)
-        regular = boards[~boards["node"].isin(irregular)]
+        irregular = _irregular(frame, flat)
+        regular = ~keys["node"].isin(irregular).to_numpy()
         lookback_start = math.ceil((now.timestamp() - settings.lookback_s) / step) * step
-        long = recorded_features.combine(regular, recorded, instants=instants, lookback_start=lookback_start)
-        xid = recorded_xid.read(self.reader, instants, nodes=set(regular["node"].astype(str)))
-        parts = [recorded_xid.merged(long, xid)]
+        chosen = flat if regular.all() else {name: v[regular] for name, v in flat.items()}
+        rows = recorded_rows.rows(keys[regular], chosen)
+        table = recorded_features.combine(rows, lookback_start=lookback_start)
+        xid = recorded_xid.read(self.reader, instants, nodes=set(table["node"].astype(str)))
+        parts = [recorded_xid.merged(table, xid)]
         parts.extend(self._raw_hosts(sorted(irregular), now, tail_s, instants))
         table = pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)
-        return FeatureRead(RECORDED, frame, table, raw_hosts=len(irregular))
+        return FeatureRead(RECORDED, frame, table, raw_hosts=len(irregular), points=reads.points)
 
     def _recorded_until(self, now: datetime) -> float:
         """The last grid instant the rules have recorded: the one before their latest evaluation."""
         answer = self.reader.query_range(f"max(timestamp({rr.SAMPLES}))", now, now)
         times = [float(v[1]) for one in answer if isinstance(one, Mapping) for v in one.get("values", [])]
         step = self.reader.settings.step_s
-        return math.floor(max(times) / step) * step if times else math.inf  # none: the raw window's last
-
-    def _values(self, instants: Sequence[float]) -> pd.DataFrame:
-        """Every series `recorded_features` reads at the instants: `KEY_COLUMNS` and a column per record.
-
-        The rules' value for grid instant `g` is written by the evaluation in `[g, g + step)` (whatever
-        its phase), so each instant is read as the last value of `[g, g + step - 1ms]`."""
-        step = instants[-1] - instants[0] or self.reader.settings.step_s
-        ahead = self.reader.settings.step_s - 0.001
-        gpus: dict[tuple[str, int, str], int] = {}
-        cells: dict[str, range_answers.Cells] = {}
-        with range_answers.collector_paused():
-            for name in rr.READ:
-                query = f"max by ({_BY}) (last_over_time({name}[{round(ahead * 1000)}ms]))"
-                start, end = _utc(instants[0] + ahead), _utc(instants[-1] + ahead)
-                answer = self.reader.query_range(query, start, end, step_s=step)
-                self._remember_hosts(answer)
-                try:
-                    cells[name] = range_answers.parse(
-                        answer, gpus, grid_start=instants[0] + ahead, step=step, n_times=len(instants)
-                    )
-                except range_answers.Malformed as exc:
-                    raise PrometheusUnavailable(str(exc), query=query) from exc
-        frame = range_answers.assemble(gpus, cells, grid_start=instants[0], step=step, n_times=len(instants))
-        return frame.drop(columns="present")
-
-    def _remember_hosts(self, answer: Sequence[Mapping[str, Any]]) -> None:
-        for one in answer:
-            labels = one.get("metric", {})
-            ref = host_ref(labels) if isinstance(labels, Mapping) else None
-            if ref is not None and ref.node not in self._refs:
-                self._refs[ref.node] = ref
+        return math.floor(max(times) / step) * step if times else math.inf  # none: now's grid instant
 
     def _raw_hosts(
         self, nodes: Sequence[str], now: datetime, tail_s: float, instants: Sequence[float]
@@ -193,7 +178,7 @@ class FeatureReader:
         settings = self.reader.settings
         refs = [self._refs.get(node) for node in nodes]
         if any(ref is None for ref in refs):
-            start = _utc(now.timestamp() - recorded_features.SHORT_WINDOW_S)
+            start = _utc(now.timestamp() - tail_s - rr.SHORT_HOURS * HOUR_S)
             self._refs.update({ref.node: ref for ref in self.reader.hosts(start, now)})
         known = [self._refs[node] for node in nodes if node in self._refs]
         out: list[pd.DataFrame] = []
@@ -206,22 +191,81 @@ class FeatureReader:
         return out
 
 
-def _irregular(frame: pd.DataFrame, recorded: pd.DataFrame, instants: Sequence[float]) -> set[str]:
-    """Hosts with a GPU in the short window lacking a full recorded week without resets at an instant."""
-    keys = ["node", "gpu", "uuid"]
-    latest = score.current_boards(frame)
-    at = latest[latest["timestamp"].isin(instants)][[*keys, "timestamp"]].astype({"node": str, "uuid": str})
-    if recorded.empty:
-        return set(at["node"])
-    values = recorded[[*keys, "timestamp", rr.SAMPLES, rr.RESETS]].astype({"node": str, "uuid": str})
-    merged = at.merge(values, on=[*keys, "timestamp"], how="left")
-    full = merged[rr.SAMPLES].to_numpy(dtype=np.float64) >= rr.FULL_WEEK
-    calm = np.nan_to_num(merged[rr.RESETS].to_numpy(dtype=np.float64), nan=0.0) == 0
-    return set(merged.loc[~(full & calm), "node"])
+def _read_values(
+    reads: recorded_reads.InstantReads, instants: Sequence[float]
+) -> dict[str, recorded_reads.Array]:
+    """Every value `recorded_features` reads, by name, a row per GPU and a column per instant: the
+    exporter's fields and `rr.READ` at the instants, `rr.READ_HOURLY` there and summed over 6 h."""
+    hours = sorted({t - k * HOUR_S for t in instants for k in range(rr.SHORT_HOURS)})
+    column = {t: i for i, t in enumerate(hours)}
+    values: dict[str, recorded_reads.Array] = {}
+    with range_answers.collector_paused():
+        for metric in features.SOURCE_METRICS:
+            values[metric] = reads.raw(metric, instants)
+        unused = _unused_fields(values)
+        for name in rr.READ:
+            if _read_needed(name, unused):
+                values[name] = reads.recorded(name, instants)
+        for name in (n for n in rr.READ_HOURLY if _read_needed(n, unused)):
+            by_hour = reads.recorded(name, hours)
+            values[name] = by_hour[:, [column[t] for t in instants]]
+            # The 6 h window: the instant's hour and the five before it (NaN where one is missing).
+            windows = [[column[t - k * HOUR_S] for k in range(rr.SHORT_HOURS)] for t in instants]
+            values[recorded_rows.six(name)] = np.stack([by_hour[:, w].sum(axis=1) for w in windows], axis=1)
+    return values
 
 
-def _short_h() -> float:
-    return recorded_features.SHORT_WINDOW_S / 3600.0
+def _unused_fields(values: Mapping[str, recorded_reads.Array]) -> frozenset[str]:
+    """The source fields whose records no feature reads this cycle: those no GPU exports (their features
+    are NaN), and the volatile ECC counters where the aggregate ones are exported (`Rows.either`)."""
+    present = {m for m in features.SOURCE_METRICS if (values[m] < features.DCGM_BLANK_MIN).any()}
+    unused = set(features.SOURCE_METRICS) - present
+    unused |= {
+        vol
+        for agg, vol in ((features.SBE_AGG, features.SBE_VOL), (features.DBE_AGG, features.DBE_VOL))
+        if agg in present
+    }
+    return frozenset(unused)
+
+
+def _read_needed(record: str, unused: frozenset[str]) -> bool:
+    """Whether a record is read: not one of an unused field's (`gpu:<field>:<op>`); the presence and
+    reset records always are (they decide which hosts are regular)."""
+    return record in (rr.SAMPLES, rr.RESETS) or record.split(":")[1] not in unused
+
+
+def _keys(gpus: Mapping[recorded_reads.Identity, int], instants: Sequence[float]) -> pd.DataFrame:
+    """`KEY_COLUMNS` of a row per GPU (in `gpus`' order) per instant."""
+    identities = sorted(gpus, key=gpus.__getitem__)
+    n = len(instants)
+    return pd.DataFrame(
+        {
+            "node": np.repeat(np.array([g[0] for g in identities], dtype=object), n),
+            "gpu": np.repeat(np.array([g[1] for g in identities], dtype=np.int64), n),
+            "uuid": np.repeat(np.array([g[2] for g in identities], dtype=object), n),
+            "timestamp": np.tile(np.asarray(instants, dtype=np.float64), len(identities)),
+        }
+    )
+
+
+def _instant_frame(keys: pd.DataFrame, flat: Mapping[str, recorded_reads.Array]) -> pd.DataFrame:
+    """The exporter's fields at the instants, as the raw path's frame has them (`present` included)."""
+    names = list(features.SOURCE_METRICS)
+    values = np.vstack([flat[m] for m in names]) if len(keys) else np.zeros((len(names), 0))
+    present = np.asarray((~np.isnan(values)).any(axis=0), dtype=np.int64)
+    columns = {k: keys[k].to_numpy() for k in ("node", "gpu", "uuid")}
+    timestamps = keys["timestamp"].to_numpy(dtype=np.float64)
+    return range_answers.grid_frame(columns, timestamps, names=names, values=values, present=present)
+
+
+def _irregular(frame: pd.DataFrame, flat: Mapping[str, recorded_reads.Array]) -> set[str]:
+    """Hosts with a (current) GPU lacking a full recorded week without resets at an instant."""
+    # Exactly a week of rows: more means a grid instant written twice (the group moved its phase, when
+    # renamed: `recorded_rules`), whose sums hold a row twice; read raw until that week has passed.
+    full = flat[rr.SAMPLES] == rr.FULL_WEEK
+    calm = np.nan_to_num(flat[rr.RESETS], nan=0.0) == 0
+    current = frame.index.isin(score.current_boards(frame).index)
+    return set(frame.loc[current & ~(full & calm), "node"].astype(str))
 
 
 def _utc(t: float) -> datetime:

@@ -1,4 +1,4 @@
-"""The recording rules that keep the features' long windows (24 h, 7 d) in Prometheus, one series per GPU.
+"""The recording rules that keep the features' windows (1 h, 24 h, 7 d) in Prometheus, one series per GPU.
 
 Every long window the features read is a sum over the 5-minute grid's rows in `(g - W, g]` of a per-row
 quantity `q` (a counter's increment, a reset, an XID change, a valid temperature, ...), `g` the grid instant
@@ -18,6 +18,9 @@ series for its one new row only (the second version's hourly subqueries re-read 
    last day (one a round, each standing for its own grid instant): the rows of `(g - 24h, g]`. One
    range selector: ~17x cheaper per evaluation than 24 `offset` selectors over hourly sums (0.093 s
    against 1.56 s at 8,000 GPUs, docs/benchmarks.md), and no hourly series to keep;
+1h. hourly, from the rows, for the sums the short windows read only (`HOURLY_READ`: the 1 h and 6 h
+   windows are read as hourly sums at hourly instants, so scoring reads no raw window):
+   `sum_over_time(R[59m59s999ms])`, the 12 rows of `(g - 1h, g]`;
 2. weekly, from the daily series: `D + D offset 1d + ... + D offset 6d`, 7 selectors, each
    `last_over_time(D[4m59s999ms] offset k d)`: the sample of the round k days before, or none.
 
@@ -42,8 +45,8 @@ first week): a missed round costs a week of raw reads, never a wrong feature
 (tests/predict/test_recorded_missed_round.py). A GPU missing for a whole day of the week has no daily
 sample there, so `+` drops it from the weekly sums: not regular either. Renaming the group or its file
 moves its phase (the hash): a first new round in the slot of the last old one writes a second row for
-that grid instant, a presence count one over `FULL_WEEK` for a week, which `recorded_reader` (regular from
-`FULL_WEEK` on) does not catch.
+that grid instant, a presence count one over `FULL_WEEK` for a week, and `recorded_reader` (regular at
+exactly `FULL_WEEK`) reads the GPU raw for that week.
 
 Samples one evaluation loads, at 80,000 GPU series per metric (10,000 nodes x 8 GPUs); `query.max-samples`
 counts the samples a query holds at once (https://prometheus.io/docs/prometheus/latest/command-line/
@@ -54,8 +57,9 @@ Summing that over every selector of a rule bounds it from above (the engine free
 
 - rows, one point x selectors: presence 1 (0.08M), increases 2 (0.16M), XID changes 3 (0.24M), thermal
   <= 4 (0.32M), episodes 6 (0.48M), resets 2 x 8 fields (1.3M), persistence 13 per field (1M; 2.1M for
-  the CRC's two fields); the second version's hourly subqueries held 12 times these, and 38
+  the CRC's two fields), the short windows' rows (`SHORT_SUMS`) at most 3 (0.24M, hardware throttling); the second version's hourly subqueries held 12 times these, and 38
   `== bool code` selectors for the XID "workload" class (36.5M);
+- hourly (only the sums the short windows read, `HOURLY_READ`): 12 row samples (0.96M);
 - daily: 288 row samples (23M, the largest); weekly: 7 one-sample selectors (0.6M); the ratios: 2 (0.16M).
 
 `tests/predict/test_recorded_rules_samples.py` recomputes these bounds from the rule text. Names follow
@@ -76,6 +80,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app import dcgm_fields
 from app.predict import features
 from app.predict.features import fields as f
 
@@ -85,6 +90,7 @@ INTERVAL = "5m"
 STEP_S = 300
 STEP = "5m"
 ROW_RANGE = "4m59s999ms"  # 5 min less 1 ms: the one grid instant g at or before the evaluation, at any phase
+HOUR_RANGE = "59m59s999ms"  # 1 h less 1 ms: the 12 rows the group wrote for (g - 1h, g]
 DAY_RANGE = "23h59m59s999ms"  # 1 d less 1 ms: the 288 rows the group wrote for (g - 24h, g]
 DAY_MIN, WEEK_MIN = 24 * 60, 7 * 24 * 60
 HOUR_ROWS = 3600 // STEP_S
@@ -126,7 +132,8 @@ def record(metric: str, operation: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Sum:
-    """A per-row quantity, its sums over 24 h and 7 d: records `gpu:<metric>:<op with {w}>`, {w} 5m, 24h, 7d."""
+    """A per-row quantity, its sums over 1 h (where read), 24 h and 7 d: records `gpu:<metric>:<op with {w}>`,
+    {w} 5m, 1h, 24h, 7d."""
 
     metric: str
     op: str  # with `{w}` where the window goes: "increase{w}"
@@ -137,11 +144,11 @@ class Sum:
         return record(self.metric, self.op.format(w=window))
 
     def rules(self) -> list[Rule]:
-        row, day, week = self.name(STEP), self.name("24h"), self.name("7d")
-        out = [
-            Rule(row, f"sum_over_time(({self.row})[{ROW_RANGE}:{STEP}])"),
-            Rule(day, f"sum_over_time({row}[{DAY_RANGE}])"),
-        ]
+        row, hour, day, week = (self.name(w) for w in (STEP, "1h", "24h", "7d"))
+        out = [Rule(row, f"sum_over_time(({self.row})[{ROW_RANGE}:{STEP}])")]
+        if hour in HOURLY_READ:  # the short windows read it: only those, each is a series per GPU
+            out.append(Rule(hour, f"sum_over_time({row}[{HOUR_RANGE}])"))
+        out.append(Rule(day, f"sum_over_time({row}[{DAY_RANGE}])"))
         if self.week:
             out.append(Rule(week, _offsets(day, 7, "d")))
         return out
@@ -296,16 +303,107 @@ def _thermal() -> list[Rule]:
     return out
 
 
+# -- the short windows (1 h, 6 h): hourly sums only --------------------------------------------------------
+#
+# The 1 h and 6 h windows are read as hourly values at hourly instants (`recorded_reader`: the hour ending
+# at an instant, and the five before it, summed by the reader), so these quantities need no daily level.
+# The hourly sums of the counters in `INCREASES`, of persistence's active rows and of the temperatures
+# above serve the short windows too.
+
+
+@dataclass(frozen=True, slots=True)
+class HourSum(Sum):
+    """A per-row quantity summed over 1 h only: `Sum`'s rules without its daily and weekly levels."""
+
+    week: bool = False
+
+    def rules(self) -> list[Rule]:
+        longer = {self.name("24h"), self.name("7d")}
+        return [r for r in Sum.rules(self) if r.record not in longer]
+
+
+def _bits(metric: str, mask: int) -> str:
+    """1 where any of `mask`'s bits is set in the (valid) bitmask, else 0. PromQL has no bitwise AND on
+    values: bit `k` of `x` is `floor(x / 2^k) % 2`. The throttle field is a bitmap of clock-event reasons,
+    one bit per reason, a 1:1 map of NVML's (NVIDIA/DCGM testing/python3/dcgm_fields.py,
+    `DCGM_CLOCKS_EVENT_REASON_*`; https://docs.nvidia.com/datacenter/dcgm/latest/dcgm-api/
+    group__dcgmFieldConstants.html); the bit values are `app.dcgm_fields`'."""
+    values = _valid(metric)
+    bits = [1 << k for k in range(mask.bit_length()) if mask >> k & 1]
+    return "((" + " + ".join(f"floor({values} / {b}) % 2" for b in bits) + ") > bool 0)"
+
+
+def _count_valid(metric: str) -> str:
+    return f"{_valid(metric)} * 0 + 1"
+
+
+UTIL_SUM = HourSum(f.GPU_UTIL, "sum_over_time{w}", _valid(f.GPU_UTIL))
+UTIL_COUNT = HourSum(f.GPU_UTIL, "valid_count_over_time{w}", _count_valid(f.GPU_UTIL))
+THROTTLE_COUNT = HourSum(f.THROTTLE, "valid_count_over_time{w}", _count_valid(f.THROTTLE))
+# The throttle classes `features.thermal.throttle` counts, by their bits.
+THROTTLE_CLASSES: dict[str, int] = {
+    "thermal": dcgm_fields.THROTTLE_SW_THERMAL | dcgm_fields.THROTTLE_HW_THERMAL,
+    "hardware": (
+        dcgm_fields.THROTTLE_HW_SLOWDOWN
+        | dcgm_fields.THROTTLE_HW_THERMAL
+        | dcgm_fields.THROTTLE_HW_POWER_BRAKE
+    ),
+    "power": dcgm_fields.THROTTLE_SW_POWER_CAP,
+}
+THROTTLED = {
+    cls: HourSum(f.THROTTLE, f"{cls}_count_over_time{{w}}", _bits(f.THROTTLE, mask))
+    for cls, mask in THROTTLE_CLASSES.items()
+}
+# Counters whose increase only the short windows read (the others' hourly sums are `INCREASES`').
+SHORT_INCREASES: tuple[str, ...] = (f.THERMAL_VIOLATION, f.POWER_VIOLATION, f.NVLINK_REPLAY)
+_SHORT_INCREASE_SUMS = tuple(HourSum(m, "increase{w}", either(m, _increment)) for m in SHORT_INCREASES)
+# PCIe burstiness: the increments' squares and the rows with a valid value.
+PCIE_SQUARES = HourSum(
+    f.PCIE_REPLAY, "increase_sq_sum_over_time{w}", either(f.PCIE_REPLAY, lambda m: f"{_increment(m)} ^ 2")
+)
+PCIE_COUNT = HourSum(f.PCIE_REPLAY, "valid_count_over_time{w}", _count_valid(f.PCIE_REPLAY))
+SHORT_SUMS: tuple[Sum, ...] = (
+    UTIL_SUM,
+    UTIL_COUNT,
+    THROTTLE_COUNT,
+    *THROTTLED.values(),
+    *_SHORT_INCREASE_SUMS,
+    PCIE_SQUARES,
+    PCIE_COUNT,
+)
+
+
+def hourly(metric: str, op: str) -> str:
+    """The hourly record of a per-row quantity (`op` with `{w}`), e.g. `hourly(PCIE_REPLAY, "increase{w}")`."""
+    return record(metric, op.format(w="1h"))
+
+
+def thermal_hourly(temperature: str, stat: str) -> str:
+    """The hourly sums a window's temperature means read: `sum`, `count` (valid rows), `util` and
+    `pairs` (utilisation summed and rows counted where both are valid)."""
+    op = {
+        "sum": "sum_over_time{w}",
+        "count": "valid_count_over_time{w}",
+        "util": _MEANS["util"][1],
+        "pairs": "util_pairs_count_over_time{w}",
+    }[stat]
+    return hourly(_METRIC[temperature], op)
+
+
+def short_rules() -> list[Rule]:
+    return [r for one in SHORT_SUMS for r in one.rules()]
+
+
 def rules() -> tuple[Rule, ...]:
     out: list[Rule] = []
     for one in (PRESENCE, RESET_SUM, *_INCREASE_SUMS, *_ACTIVE_SUMS, _EPISODE_SUM, XID_CHANGE_SUM):
         out.extend(one.rules())
     out.extend(Rule(persistence(s.metric), f"{s.name('24h')} / {DAY_ROWS}") for s in _ACTIVE_SUMS)
     out.extend(_thermal())
+    out.extend(short_rules())
     return tuple(out)
 
 
-RECORDS: tuple[str, ...] = tuple(r.record for r in rules())
 # The records `recorded_features` reads (the others are the levels below them).
 READ: tuple[str, ...] = (
     SAMPLES,
@@ -315,6 +413,32 @@ READ: tuple[str, ...] = (
     EPISODES,
     *(thermal(t, stat) for t in TEMPERATURES for stat in STATS),
 )
+# The hourly records the 1 h windows read at the scoring instants (their hour only).
+READ_HOUR: tuple[str, ...] = (
+    UTIL_SUM.name("1h"),
+    UTIL_COUNT.name("1h"),
+    THROTTLED["hardware"].name("1h"),
+    *(hourly(m, "increase{w}") for m in (f.THERMAL_VIOLATION, f.POWER_VIOLATION)),
+    *(thermal_hourly(t, stat) for t in ("gpu", "gap") for stat in ("sum", "count", "util", "pairs")),
+)
+READ = (*READ, *READ_HOUR)
+# The hourly records the 6 h windows read, at the scoring instants and each of the 5 hours before them
+# (`recorded_reader` sums the six; the instant's own hour is the 1 h window).
+READ_HOURLY: tuple[str, ...] = (
+    *(hourly(m, "increase{w}") for m in (f.SBE_AGG, f.SBE_VOL, f.PCIE_REPLAY, f.NVLINK_CRC_FLIT)),
+    *(hourly(m, "increase{w}") for m in (f.NVLINK_CRC_DATA, f.NVLINK_REPLAY)),
+    hourly(f.PCIE_REPLAY, "active1h_sum_over_time{w}"),
+    PCIE_SQUARES.name("1h"),
+    PCIE_COUNT.name("1h"),
+    THROTTLE_COUNT.name("1h"),
+    THROTTLED["thermal"].name("1h"),
+    THROTTLED["power"].name("1h"),
+    *(thermal_hourly("mem", stat) for stat in ("sum", "count", "util", "pairs")),
+)
+SHORT_HOURS = 6  # the longest short window, in hours
+# The hourly records the group writes: only those the short windows read.
+HOURLY_READ: frozenset[str] = frozenset((*READ_HOUR, *READ_HOURLY))
+RECORDS: tuple[str, ...] = tuple(r.record for r in rules())
 
 
 def rule_group() -> dict[str, Any]:

@@ -14,10 +14,11 @@ thread), so its peak RSS is its own (`VmHWM`: a child's `ru_maxrss` starts at it
   size, with `--promtool-rules`, `promtool tsdb create-blocks-from rules` (the rules as Prometheus schedules
   them, at the group's hashed offset) is run first and scored too (see `record_on_grid`).
 - **Recorded path** (`--nodes`, default 1,000 / 2,000 / 5,000 / 10,000): the fleet is copies of the largest
-  raw-path fleet (`scoring_scale_fleet`), and Prometheus holds what the recorded path reads at `now`: the short
-  raw window (`recorded_features.SHORT_WINDOW_S` plus the sustain tail) and the recorded series over the
-  instants read. The recorded series are NOT evaluated by Prometheus at these sizes: they are the base fleet's,
-  evaluated over the base's raw week and copied to each renamed GPU (the rules are per GPU, so the values are
+  raw-path fleet (`scoring_scale_fleet`), and Prometheus holds what the recorded path reads at `now`: the
+  exporter's fields at the instants read (from as far back as a rule reading them reaches, so the hourly
+  rules' cost is measured at that size) and the recorded series over the instants read (the hourly ones
+  over the 6 hours before them). No raw window: the recorded path reads instant vectors only. The
+  recorded series are NOT evaluated by Prometheus at these sizes: they are the base fleet's, evaluated over the base's raw week and copied to each renamed GPU (the rules are per GPU, so the values are
   the ones the rules would give; `--verify` checks that at the smallest size against the rules evaluated over
   the copied fleet's own raw week, and `tests/unit` runs it in `--quick`). A rule whose inputs Prometheus
   holds at that size (the level that reads the exporter's last hour) is evaluated there too; one that reads
@@ -53,7 +54,7 @@ from typing import Any
 from rich.console import Console, Group
 
 from app.demo.processes import free_port
-from app.predict import features, prometheus, recorded_features, recorded_reader, service
+from app.predict import features, prometheus, recorded_reader, service
 from app.predict import recorded_rules as rr
 from app.sim.fleet import backfill
 from tests.perf import bench_scoring, machine
@@ -73,6 +74,10 @@ STEP_S = bench_scoring.STEP_S
 START = bench_scoring.START
 LOOKBACK_S = 7 * 86400.0
 GPUS = bench_scoring.GPUS_PER_NODE
+# Nodes' recorded series per OpenMetrics file at the copied sizes: a file's text stays a few GB at 10,000
+# nodes. Each file's blocks overlap the others' in time, as they overlap the raw blocks of the same span
+# (one file did already); the TSDB merges overlapping blocks at query time (prometheus/tsdb#370).
+COPIES_PER_FILE = 1000
 
 
 # -- one measured process -------------------------------------------------------------------------------
@@ -223,18 +228,33 @@ class Plan:
         card = json.loads((models / _current(models) / "card.json").read_text())
         self.tail_s = float(card["sustain_s"])
         self.rules = rules.specs()
-        # The records the recorded path reads (`READ`, and the XID event count `recorded_xid` reads), from
-        # the first instant read (`now - tail`) on, a step back for margin. On copies, `recorded_xid` finds
-        # only the short window of the raw XID gauge for the GPUs with an event (0.5% here).
-        self.read = (*rr.READ, rr.XID_EVENTS)
+        # The records the recorded path reads at its instants (`READ`; every record where the module has no
+        # such list), from the first instant read (`now - tail`) on, a step back for margin; the hourly
+        # ones (`READ_HOURLY`) from the 5 hours before it on.
+        # The XID event count `recorded_xid` reads too; on copies it finds only the short window of the
+        # raw XID gauge for the GPUs with an event (0.5% here).
+        self.read = (
+            *getattr(rr, "READ", rr.RECORDS),
+            *((rr.XID_EVENTS,) if hasattr(rr, "XID_EVENTS") else ()),
+        )
+        self.hourly = tuple(getattr(rr, "READ_HOURLY", ()))
         self.read_from_rel = -(math.floor(self.tail_s / STEP_S) * STEP_S) - STEP_S
-        starts = rules.needed_starts(self.rules, read=dict.fromkeys(self.read, self.read_from_rel))
+        self.hourly_from_rel = self.read_from_rel - (getattr(rr, "SHORT_HOURS", 1) - 1) * 3600.0
+        starts = rules.needed_starts(self.rules, read=self._read_rel())
         self.starts_rel = {k: _grid(v) for k, v in starts.items() if k != rules.RAW}
         raw_from = min(starts.get(rules.RAW, 0.0), -LOOKBACK_S)
         self.steps = int(-raw_from // STEP_S) + 3  # from there to `now`, and the warm cycle's step
         self.now = START + STEP_S * (self.steps - 2)
-        short = recorded_features.SHORT_WINDOW_S + math.ceil(self.tail_s / STEP_S) * STEP_S + STEP_S
-        self.short_from = self.now - short - STEP_S
+        # A copied fleet holds the exporter's fields from the first instant read, or from as far back as a
+        # rule reading them reaches at `now` (so their cost is measured at that size), a step back.
+        reach = max((r.reach_s for r in self.rules if r.raw), default=0.0)
+        self.raw_from = self.now + min(self.read_from_rel, -reach) - STEP_S
+
+    def _read_rel(self) -> dict[str, float]:
+        out = dict.fromkeys(self.read, self.read_from_rel)
+        for name in self.hourly:
+            out[name] = min(out.get(name, 0.0), self.hourly_from_rel)
+        return out
 
     @property
     def end(self) -> float:
@@ -246,7 +266,22 @@ class Plan:
 
     def read_starts(self) -> dict[str, float]:
         """The records Sickbay reads, over the instants it reads: what a copied fleet holds."""
-        return dict.fromkeys(self.read, self.now + self.read_from_rel)
+        return {name: self.now + rel for name, rel in self._read_rel().items()}
+
+    def read_instants(self) -> dict[str, frozenset[float]]:
+        """The instants each record is read at by the cold cycle (at `now`) and the warm one (a step later):
+        the recorded path's instants (`now` and `tail` before), the hourly records also 1..5 hours before."""
+        tail = math.floor(self.tail_s / STEP_S) * STEP_S
+        instants = {t for c in (self.now, self.end) for t in (c - tail, c)}
+        hours = {t - k * 3600.0 for t in instants for k in range(getattr(rr, "SHORT_HOURS", 1))}
+        out = dict.fromkeys(self.read, frozenset(instants))
+        out.update(dict.fromkeys(self.hourly, frozenset(hours)))
+        return out
+
+    def export(self, url: str) -> list[fleet.Recorded]:
+        """The records Sickbay reads, at the instants it reads them (`read_instants`)."""
+        series = fleet.export(url, self.read_starts(), end=self.end, step_s=STEP_S)
+        return fleet.thin(series, self.read_instants())
 
 
 def _current(models: Path) -> str:
@@ -385,7 +420,7 @@ def run_raw_size(nodes: int, *, plan: Plan, args: argparse.Namespace, work: Path
         row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=plan.starts())
         done("rule costs")
         row["recorded"] = run_child(served.url, now=plan.now, args=args)
-        row["export"] = fleet.export(served.url, plan.read_starts(), end=plan.end, step_s=STEP_S)
+        row["export"] = plan.export(served.url)
         row["prometheus_rss_mib"] = served.sample_rss()
         done("recorded cycle")
     return row
@@ -401,28 +436,27 @@ def run_recorded_size(
         work / "dataset",
         copies=copies,
         base=base["nodes"],
-        since=plan.short_from,
+        since=plan.raw_from,
     )
-    jobs = 1 if rows * len(features.SOURCE_METRICS) / (plan.now - plan.short_from) * 7200 > 20e6 else 2
+    jobs = 1 if rows * len(features.SOURCE_METRICS) / (plan.now - plan.raw_from) * 7200 > 20e6 else 2
     fill = backfill.backfill(work / "dataset", work / "tsdb", promtool=args.promtool, jobs=jobs)
     shutil.rmtree(work / "dataset")
     started = time.perf_counter()
     text = work / "recorded.om"
-    recorded = fleet.write_copies(base["export"], text, copies=copies, base=base["nodes"])
-    subprocess.run(
-        [
-            str(args.promtool),
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            "--quiet",
-            str(text),
-            str(work / "tsdb"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    text.unlink()
+    recorded = 0
+    per_file = max(1, COPIES_PER_FILE // base["nodes"])
+    # One block per file: promtool parses a file once per block it cuts.
+    block = f"--max-block-duration={_span_block_s(base['export'])}s"
+    for first in range(0, copies, per_file):
+        recorded += fleet.write_copies(
+            base["export"], text, copies=min(copies, first + per_file), base=base["nodes"], first=first
+        )
+        subprocess.run(
+            [str(args.promtool), *_OPENMETRICS, block, str(text), str(work / "tsdb")],
+            check=True,
+            capture_output=True,
+        )
+        text.unlink()
     row: dict[str, Any] = {
         "nodes": nodes,
         "gpus": nodes * GPUS,
@@ -436,7 +470,11 @@ def run_recorded_size(
     held = plan.read_starts()
     with Served(work / "tsdb", args=args, at=plan.now) as served:
         row["recorded"] = run_child(served.url, now=plan.now, args=args)
-        row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=held)
+        if nodes <= args.rule_costs_up_to:
+            row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=held)
+        else:
+            why = f"not evaluated above {args.rule_costs_up_to:,} nodes (--rule-costs-up-to)"
+            row["prometheus"] = {"rules": [], "not_evaluated": {r.record: why for r in plan.rules}}
         if args.verify and copies > 1 and nodes == args.nodes[0]:  # it holds this fleet's whole week
             row["verify"] = verify(served.url, nodes, base=base, plan=plan, args=args, work=work)
         row["prometheus_rss_mib"] = served.sample_rss()
@@ -447,7 +485,7 @@ def verify(
     url: str, nodes: int, *, base: dict[str, Any], plan: Plan, args: argparse.Namespace, work: Path
 ) -> dict[str, Any]:
     """The copied recorded series against the rules evaluated over the copied fleet's own raw week."""
-    copied = fleet.export(url, plan.read_starts(), end=plan.end, step_s=STEP_S)
+    copied = plan.export(url)
     check = work / "verify"
     fleet.tile_dataset(
         work.parent / "base" / "dataset",
@@ -459,7 +497,7 @@ def verify(
     backfill.backfill(check / "dataset", check / "tsdb", promtool=args.promtool)
     with Served(check / "tsdb", args=args, at=plan.now) as served:
         record_on_grid(served, plan, check, args)
-        evaluated = fleet.export(served.url, plan.read_starts(), end=plan.end, step_s=STEP_S)
+        evaluated = plan.export(served.url)
     shutil.rmtree(check)
     return {**fleet.compare(evaluated, copied), "series": len(evaluated)}
 
@@ -493,6 +531,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="also score promtool's rule backfill (at the group's offset) at the first size: slow, every level over the week",
     )
     parser.add_argument("--budget-s", type=float, default=math.inf, help="start no size after this long")
+    parser.add_argument(
+        "--rule-costs-up-to",
+        type=int,
+        default=sys.maxsize,
+        help="evaluate the rules' cost on copied fleets up to this many nodes (minutes per size beyond)",
+    )
     parser.add_argument("--child-timeout-s", type=float, default=3600.0)
     parser.add_argument("--models", type=Path, default=MODELS)
     parser.add_argument("--prometheus", type=Path, default=PROMETHEUS)
@@ -531,7 +575,7 @@ def main(argv: Sequence[str] | None = None) -> Group:
             "gpus_per_node": GPUS,
             "tail_s": plan.tail_s,
             "history_steps": plan.steps,
-            "short_window_s": plan.now - plan.short_from,
+            "raw_held_s": plan.now - plan.raw_from,
             "rules": len(plan.rules),
             "levels": len({r.level for r in plan.rules}),
         },

@@ -130,9 +130,21 @@ def _label_text(labels: Iterable[tuple[str, str]], copy: int, base: int | None) 
     return ",".join(parts)
 
 
-def write_copies(series: Sequence[Recorded], path: Path, *, copies: int, base: int | None) -> int:
-    """The series for every copy as one OpenMetrics file (each family once, series contiguous); samples.
-    `base=None`: the series as they are (one copy, labels unchanged)."""
+def thin(series: Iterable[Recorded], keep: Mapping[str, frozenset[float]]) -> list[Recorded]:
+    """Each series with only the points at its record's instants in `keep` (all of a record not there)."""
+    out = []
+    for one in series:
+        wanted = keep.get(dict(one.labels)["__name__"])
+        points = one.points if wanted is None else tuple(p for p in one.points if p[0] in wanted)
+        out.append(Recorded(labels=one.labels, points=points))
+    return out
+
+
+def write_copies(
+    series: Sequence[Recorded], path: Path, *, copies: int, base: int | None, first: int = 0
+) -> int:
+    """The series for copies `first` .. `copies - 1` as one OpenMetrics file (each family once, series
+    contiguous); samples. `base=None`: the series as they are (one copy, labels unchanged)."""
     by_name: dict[str, list[Recorded]] = {}
     for one in series:
         by_name.setdefault(dict(one.labels)["__name__"], []).append(one)
@@ -141,7 +153,7 @@ def write_copies(series: Sequence[Recorded], path: Path, *, copies: int, base: i
         for name, members in by_name.items():
             out.write(f"# TYPE {name} unknown\n")
             tails = [[f" {v} {int(t)}\n" for t, v in one.points] for one in members]
-            for c in range(copies):
+            for c in range(first, copies):
                 for one, tail in zip(members, tails, strict=True):
                     prefix = f"{name}{{{_label_text(one.labels, c, base)}}}"
                     out.write("".join(prefix + piece for piece in tail))

@@ -178,7 +178,7 @@ def render(report: dict[str, Any], *, out: Path) -> Group:
         Text(
             "raw week: the whole week raw in Prometheus, Sickbay on the raw path, then on the recorded path once "
             "promtool has backfilled the rules. copies: N renamed copies of the largest raw-week fleet; Prometheus "
-            "holds the short raw window and the recorded series over the instants read, the latter copied from "
+            "holds the exporter's fields and the recorded series over the instants read (no raw window), the latter copied from "
             "the base's promtool evaluation (the rules are per GPU), not evaluated at that size."
         ),
         Text(

@@ -207,6 +207,33 @@ def test_the_rules_name_every_host_with_an_xid_event(served: Served, prometheus:
     assert set(raw.loc[events, "node"].astype(str)) <= named
 
 
+def test_a_host_without_recorded_values_is_read_raw_and_agrees(
+    served: Served, prometheus: Path, tmp_path: Path
+) -> None:
+    # One host's 7-day presence record deleted (the admin API's delete-series, tombstones queried at once:
+    # https://prometheus.io/docs/prometheus/latest/querying/api/#delete-series): it is not regular, so the
+    # recorded path reads it raw over the look-back, in a batch of hosts, and it agrees with the raw path.
+    raw = _read(served, served.raw, prometheus)
+    node = str(raw.table["node"].astype(str).min())
+    data = tmp_path / "tsdb"
+    shutil.copytree(served.rules, data)
+    at = datetime.fromtimestamp(served.now, UTC)
+    flags = (*served.flags, "--web.enable-admin-api")
+    with prom.running_prometheus(
+        prometheus, data=data, config=served.config, port=served.port, extra=flags
+    ) as url:
+        match = f'{rr.SAMPLES}{{Hostname="{node}"}}'
+        query = urllib.parse.urlencode({"match[]": match})
+        request = urllib.request.Request(f"{url}/api/v1/admin/tsdb/delete_series?{query}", method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 204
+        settings = predict_prometheus.ReaderSettings(url=url, step_s=rr.STEP_S, lookback_s=LOOKBACK_S)
+        recorded = recorded_reader.FeatureReader(predict_prometheus.Reader(settings)).read(at, TAIL_S)
+    assert recorded.path == recorded_reader.RECORDED
+    assert recorded.raw_hosts == 1
+    _assert_same_features(raw.table, recorded.table, instants=[served.now - TAIL_S, served.now])
+
+
 @pytest.mark.parametrize("rules", [True, False], ids=["rules-installed", "rules-absent"])
 async def test_the_service_as_serve_builds_it_picks_the_path_and_says_so(
     served: Served, prometheus: Path, tmp_path: Path, rules: bool, caplog: pytest.LogCaptureFixture

@@ -32,8 +32,10 @@ def levels_group() -> dict[str, object]:
 
 
 def _reads_rows_or_exporter(expr: str) -> bool:
-    """A row rule (reads the exporter) or a daily one (reads rows): recorded.yaml tests those."""
-    return f"[{recorded_rules.ROW_RANGE}:" in expr or recorded_rules.DAY_RANGE in expr
+    """A row rule (reads the exporter), an hourly or a daily one (read rows): recorded.yaml and
+    recorded-short.yaml test those."""
+    reads_rows = (f"[{recorded_rules.HOUR_RANGE}]", f"[{recorded_rules.DAY_RANGE}]")
+    return f"[{recorded_rules.ROW_RANGE}:" in expr or any(r in expr for r in reads_rows)
 
 
 def test_the_levels_test_holds_the_bundles_rules_over_recorded_series() -> None:

@@ -93,7 +93,7 @@ def test_raw_ranges_read_records_only() -> None:
             plain = _RANGE.match(rule.expr, m.end())
             assert plain is None or m.group(1).startswith("gpu:"), rule.record
         ranges = re.findall(r"\[([^\]]*)\]", rule.expr)
-        assert all(":" in r or r in (rr.DAY_RANGE, rr.ROW_RANGE) for r in ranges), rule.record
+        assert all(":" in r or r in (rr.DAY_RANGE, rr.HOUR_RANGE, rr.ROW_RANGE) for r in ranges), rule.record
 
 
 @pytest.mark.parametrize("rule", rr.rules(), ids=lambda r: r.record)
@@ -123,3 +123,19 @@ def test_the_documented_worst_cases() -> None:
     assert bound("count_over_time(DCGM_FI_DEV_GPU_TEMP[10075m:5m])") == 2016 * GPUS > MAX_SAMPLES
     workload = " + ".join(f"(DCGM_FI_DEV_XID_ERRORS == bool {c})" for c in range(38))
     assert bound(f"sum_over_time(({workload})[59m59s999ms:5m])") == 38 * 12 * GPUS
+
+
+def test_the_short_windows_sums_are_hourly_and_small() -> None:
+    # The 1 h and 6 h windows read hourly sums only (scoring adds six of them up): no daily or weekly level.
+    short = {r.record: bound(r.expr) for r in rr.short_rules()}
+    assert short
+    assert all(name.endswith(("5m", "1h")) for name in short)
+    assert set(rr.READ_HOURLY) | set(rr.READ_HOUR) <= set(rr.RECORDS)
+    # Hourly sums only where the short windows read them: each one the group's 12 rows of the hour.
+    hourly = {r.record for r in rr.rules() if r.record.endswith("1h")}
+    assert hourly == rr.HOURLY_READ
+    assert all(bound(r.expr) == 12 * GPUS for r in rr.rules() if r.record in hourly)
+    # Hardware throttling's row: one selector per bit (0x8, 0x40, 0x80; either DCGM name once) at 1 point.
+    assert short[rr.THROTTLED["hardware"].name("5m")] == 3 * GPUS
+    # PCIe increments squared: the [5m:5m] increase's 2 points.
+    assert short[rr.PCIE_SQUARES.name("5m")] == 2 * GPUS

@@ -118,12 +118,12 @@ def test_quick_run_measures_both_paths_and_the_copied_series_equal_promtools(tmp
     assert base["recorded"]["cold"]["raw_hosts"] == 0
     assert copied["recorded"]["cold"]["raw_hosts"] == 0
     assert copied["recorded"]["cold"]["gpus"] == 2 * base["recorded"]["cold"]["gpus"]
-    # The recorded path reads the short window, the raw path the week.
+    # The recorded path reads the fields at two instants, the raw path the week.
     assert base["recorded"]["cold"]["window_samples"] < base["raw"]["cold"]["window_samples"] / 10
     # Every rule evaluated where the week is held.
     assert len(base["prometheus"]["rules"]) == len(rr.RECORDS)
     assert not base["prometheus"]["not_evaluated"]
-    # Where only the short window and the read records are held, the level reading the exporter is.
+    # Where only the instants' fields and the read records are held, the level reading the exporter is.
     assert {c["level"] for c in copied["prometheus"]["rules"]} == {0}
     assert all(c["samples"] > 0 for c in base["prometheus"]["rules"])
     check = copied["verify"]
