@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -43,7 +43,7 @@ from app.predict import (
     score,
 )
 from app.predict import recorded_rules as rr
-from app.predict.prometheus import Reader
+from app.predict.prometheus import Reader, ReaderSettings
 from app.predict.promql import HostRef
 
 log = logging.getLogger(__name__)
@@ -131,8 +131,9 @@ class FeatureReader:
         return any(one.get("values") for one in answer if isinstance(one, Mapping))
 
     def _raw_read(self, now: datetime, tail_s: float) -> FeatureRead:
-        if self._raw is None:
-            self._raw = recent_window.RecentWindow(self.reader)
+        reach = _reach_s(self.reader.settings, tail_s)
+        if self._raw is None or self._raw.reader.settings.lookback_s != reach:
+            self._raw = recent_window.RecentWindow(Reader(replace(self.reader.settings, lookback_s=reach)))
         frame = self._raw.refresh(now)
         table = features.compute_features(score.current_boards(frame), tail_s=tail_s)
         return FeatureRead(RAW, frame, table)
@@ -152,7 +153,7 @@ class FeatureReader:
             return FeatureRead(RECORDED, frame, features.compute_features(frame))
         irregular = _irregular(frame, flat)
         regular = ~keys["node"].isin(irregular).to_numpy()
-        lookback_start = math.ceil((now.timestamp() - settings.lookback_s) / step) * step
+        lookback_start = math.ceil((now.timestamp() - _reach_s(settings, tail_s)) / step) * step
         chosen = flat if regular.all() else {name: v[regular] for name, v in flat.items()}
         rows = recorded_rows.rows(keys[regular], chosen)
         table = recorded_features.combine(rows, lookback_start=lookback_start)
@@ -184,7 +185,7 @@ class FeatureReader:
         out: list[pd.DataFrame] = []
         for lo in range(0, len(known), HOST_BATCH):
             frame = self.reader.read(
-                _utc(now.timestamp() - settings.lookback_s), now, hosts=known[lo : lo + HOST_BATCH]
+                _utc(now.timestamp() - _reach_s(settings, tail_s)), now, hosts=known[lo : lo + HOST_BATCH]
             )
             table = features.compute_features(score.current_boards(frame), tail_s=tail_s)
             out.append(table[table["timestamp"].isin(instants)])
@@ -256,6 +257,12 @@ def _instant_frame(keys: pd.DataFrame, flat: Mapping[str, recorded_reads.Array])
     columns = {k: keys[k].to_numpy() for k in ("node", "gpu", "uuid")}
     timestamps = keys["timestamp"].to_numpy(dtype=np.float64)
     return range_answers.grid_frame(columns, timestamps, names=names, values=values, present=present)
+
+
+def _reach_s(settings: ReaderSettings, tail_s: float) -> float:
+    """How far back the raw path reads: the look-back from the earliest row scored (`tail_s` before now),
+    so that row's 7-day windows run a full week, as the rules' do at every instant."""
+    return settings.lookback_s + math.ceil(tail_s / settings.step_s) * settings.step_s
 
 
 def _irregular(frame: pd.DataFrame, flat: Mapping[str, recorded_reads.Array]) -> set[str]:

@@ -161,9 +161,9 @@ def served(fleet: Path, tmp_path_factory: pytest.TempPathFactory) -> Served:
     return Served(raw=raw, rules=data, config=config, flags=flags, now=now, port=port)
 
 
-# A week plus the tail: the raw path's windows stop at its look-back's start, so with a 7-day look-back its
-# row at now - tail would see a week less the tail, where the rules see the whole week.
-LOOKBACK_S = 7 * 86400.0 + TAIL_S
+# The shipped look-back, a week: the reader reads raw from a week before the earliest row it scores
+# (`recorded_reader._reach_s`), so the row at now - tail sees a whole week, as the rules do.
+LOOKBACK_S = 7 * 86400.0
 
 
 def _binary(name: str) -> Path:
