@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
@@ -44,25 +44,6 @@ class Cells:
     value: npt.NDArray[np.float64]
 
 
-_UNSEEN: Any = object()
-
-
-@dataclass(slots=True)
-class IdentityCache:
-    """Each label set's GPU identity (or None), kept across the reads of a cycle and across cycles: every
-    read answers the same few series per GPU, and `gpu_identity` per series was a third of parsing them
-    (a tuple of the labels' items is built and hashed in C). Emptied once it holds `limit` label sets, so
-    churning labels (pods) cannot grow it without bound."""
-
-    limit: int = 1_000_000
-    _table: dict[tuple[tuple[str, Any], ...], tuple[str, int, str] | None] = field(default_factory=dict)
-
-    def table(self) -> dict[tuple[tuple[str, Any], ...], tuple[str, int, str] | None]:
-        if len(self._table) > self.limit:
-            self._table.clear()
-        return self._table
-
-
 class Malformed(ValueError):
     """A range answer whose samples are not [time, value] pairs."""
 
@@ -75,28 +56,20 @@ def parse(
     step: float,
     n_times: int,
     nodes: set[str] | None = None,
-    identities: IdentityCache | None = None,
 ) -> Cells:
     """Every sample of one query's answer on the grid, in one vectorised pass over all its series.
 
     Python touches each series once (its labels) and each sample once (flattening); conversion and slotting
     are numpy's. Values are Prometheus' strings ("NaN" and "+Inf" included), or numbers; one that is neither
     reads as NaN. Samples off the grid's range are dropped; GPUs are numbered in `gpus` as first seen.
-    `identities` caches each label set's GPU identity across reads (`IdentityCache`).
     """
-    known = identities.table() if identities is not None else {}
     indices: list[int] = []
     counts: list[int] = []
     samples: list[Any] = []
     for one in series:
         labels = one.get("metric", {})
         values = one.get("values", [])
-        if not isinstance(labels, Mapping):
-            continue
-        key = tuple(labels.items())
-        identity = known.get(key, _UNSEEN)
-        if identity is _UNSEEN:
-            identity = known[key] = gpu_identity(labels)
+        identity = gpu_identity(labels) if isinstance(labels, Mapping) else None
         if identity is None or not values or (nodes is not None and identity[0] not in nodes):
             continue
         indices.append(gpus.setdefault(identity, len(gpus)))

@@ -95,7 +95,6 @@ class FeatureReader:
     _raw: recent_window.RecentWindow | None = None
     _path: str | None = None
     _refs: dict[str, HostRef] = field(default_factory=dict)
-    _identities: range_answers.IdentityCache = field(default_factory=range_answers.IdentityCache)
 
     def read(self, now: datetime, tail_s: float) -> FeatureRead:
         path = RECORDED if self._rules_installed(now) else RAW
@@ -143,7 +142,7 @@ class FeatureReader:
         step = settings.step_s
         last = min(math.floor(now.timestamp() / step) * step, self._recorded_until(now))
         instants = sorted({last - math.floor(tail_s / step) * step, last})
-        reads = recorded_reads.InstantReads(self.reader, refs=self._refs, identities=self._identities)
+        reads = recorded_reads.InstantReads(self.reader, refs=self._refs)
         values = _read_values(reads, instants)
         n = len(reads.gpus)
         keys = _keys(reads.gpus, instants)

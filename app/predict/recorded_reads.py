@@ -46,7 +46,6 @@ class InstantReads:
     gpus: dict[Identity, int] = field(default_factory=dict)
     refs: dict[str, HostRef] = field(default_factory=dict)
     points: int = 0
-    identities: range_answers.IdentityCache = field(default_factory=range_answers.IdentityCache)
 
     def recorded(self, name: str, times: Sequence[float]) -> Array:
         ahead = self.reader.settings.step_s - _MS
@@ -70,14 +69,7 @@ class InstantReads:
             if remember:
                 self._remember(answer)
             try:
-                cells = range_answers.parse(
-                    answer,
-                    self.gpus,
-                    grid_start=start + shift,
-                    step=step,
-                    n_times=n,
-                    identities=self.identities,
-                )
+                cells = range_answers.parse(answer, self.gpus, grid_start=start + shift, step=step, n_times=n)
             except range_answers.Malformed as exc:
                 raise PrometheusUnavailable(str(exc), query=query) from exc
             del answer
