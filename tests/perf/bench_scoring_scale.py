@@ -111,9 +111,11 @@ def child_main(args: argparse.Namespace) -> None:
     out: dict[str, Any] = {}
     for name, at in (("cold", args.now), ("warm", args.now + STEP_S)):
         queries[0], read_s[0] = 0, 0.0
+        cpu = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
         cycle = scoring.run_once(datetime.fromtimestamp(at, UTC))
         seconds = time.perf_counter() - started
+        used = resource.getrusage(resource.RUSAGE_SELF)
         if cycle.status is not service.CycleStatus.SCORED or cycle.scores is None:
             raise SystemExit(f"{name} cycle not scored: {cycle.status} {cycle.reason}")
         got = seen[-1]
@@ -122,6 +124,8 @@ def child_main(args: argparse.Namespace) -> None:
             "seconds": seconds,
             "read_s": read_s[0],
             "score_s": seconds - read_s[0],
+            # Sickbay's own CPU for the cycle (user + system), apart from Prometheus' answering.
+            "cpu_s": used.ru_utime - cpu.ru_utime + used.ru_stime - cpu.ru_stime,
             "queries": queries[0],
             "path": got.path,
             "raw_hosts": got.raw_hosts,
