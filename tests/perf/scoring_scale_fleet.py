@@ -77,20 +77,8 @@ def export(url: str, starts: Mapping[str, float], *, end: float, step_s: float) 
     """Every series of each record from its start to `end` (a range query per record, at the rules' step)."""
     out: list[Recorded] = []
     for name, start in starts.items():
-        params = {"query": name, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}s"}
-        data = urllib.parse.urlencode(params).encode()
-        with urllib.request.urlopen(f"{url}/api/v1/query_range", data=data, timeout=600) as response:
-            body = json.load(response)
-        if body.get("status") != "success":
-            raise RuntimeError(f"{name}: {body}")
-        for one in body["data"]["result"]:
-            labels = {**one["metric"], "__name__": name}
-            out.append(
-                Recorded(
-                    labels=tuple(sorted(labels.items())),
-                    points=tuple((float(t), str(v)) for t, v in one["values"]),
-                )
-            )
+        answer = _query_range(url, name, start=start, end=end, step_s=step_s, timeout=600, what=name)
+        out.extend(_named(name, answer))
     return out
 
 
@@ -99,18 +87,32 @@ def evaluate_on_grid(
 ) -> list[Recorded]:
     """What a recording rule evaluated at `start`, `start + step`, ... `end` writes: the expression's result
     as a range query (each step evaluated as an instant query is), named `record`."""
-    params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}s"}
+    answer = _query_range(url, expr, start=start, end=end, step_s=step_s, timeout=1800, what=record)
+    return _named(record, answer)
+
+
+def _query_range(
+    url: str, query: str, *, start: float, end: float, step_s: float, timeout: float, what: str
+) -> list[dict[str, Any]]:
+    """The result matrix of a range query, POSTed (a rule's expression can outgrow a URL)."""
+    params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}s"}
     data = urllib.parse.urlencode(params).encode()
-    with urllib.request.urlopen(f"{url}/api/v1/query_range", data=data, timeout=1800) as response:
+    with urllib.request.urlopen(f"{url}/api/v1/query_range", data=data, timeout=timeout) as response:
         body = json.load(response)
     if body.get("status") != "success":
-        raise RuntimeError(f"{record}: {body}")
+        raise RuntimeError(f"{what}: {body}")
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def _named(name: str, answer: Iterable[dict[str, Any]]) -> list[Recorded]:
+    """The answer's series as the record `name` would store them."""
     return [
         Recorded(
-            labels=tuple(sorted({**one["metric"], "__name__": record}.items())),
+            labels=tuple(sorted({**one["metric"], "__name__": name}.items())),
             points=tuple((float(t), str(v)) for t, v in one["values"]),
         )
-        for one in body["data"]["result"]
+        for one in answer
     ]
 
 
