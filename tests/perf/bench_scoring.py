@@ -325,6 +325,18 @@ def run_size(nodes: int, *, args: argparse.Namespace, tmp: Path, port: int) -> R
     return row
 
 
+def add_common_options(parser: argparse.ArgumentParser, *, out: Path) -> None:
+    """The options this bench and `bench_scoring_scale` share: the model, the binaries, the JSON report
+    (`out`, each bench its own file) and the hidden ones the parent passes the child process it starts."""
+    parser.add_argument("--models", type=Path, default=MODELS)
+    parser.add_argument("--prometheus", type=Path, default=PROMETHEUS)
+    parser.add_argument("--promtool", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--now", type=float, help=argparse.SUPPRESS)
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench_scoring", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -338,13 +350,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help=f"nodes the per-node baseline really reads, scaled to the fleet (default {BASELINE_NODES}; 0: all)",
     )
     parser.add_argument("--quick", action="store_true", help="20 and 40 nodes, 2 h look-back: a smoke run")
-    parser.add_argument("--models", type=Path, default=MODELS)
-    parser.add_argument("--prometheus", type=Path, default=PROMETHEUS)
-    parser.add_argument("--promtool", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--url", help=argparse.SUPPRESS)
-    parser.add_argument("--now", type=float, help=argparse.SUPPRESS)
+    add_common_options(parser, out=OUT)
     args = parser.parse_args(list(argv))
     if args.quick:
         args.nodes = args.nodes or list(QUICK_SIZES)

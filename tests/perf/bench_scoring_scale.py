@@ -65,8 +65,6 @@ from tests.prom import EMPTY_CONFIG, instant_query, lookback_delta, running_prom
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "out" / "bench" / "scoring_scale.json"
-MODELS = REPO / "models"
-PROMETHEUS = Path("/usr/bin/prometheus")
 SIZES = (1000, 2000, 5000, 10000)
 RAW_SIZES = (5, 10)
 QUICK_SIZES, QUICK_RAW = (4,), (2,)
@@ -542,13 +540,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="evaluate the rules' cost on copied fleets up to this many nodes (minutes per size beyond)",
     )
     parser.add_argument("--child-timeout-s", type=float, default=3600.0)
-    parser.add_argument("--models", type=Path, default=MODELS)
-    parser.add_argument("--prometheus", type=Path, default=PROMETHEUS)
-    parser.add_argument("--promtool", type=Path, default=None)
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--url", help=argparse.SUPPRESS)
-    parser.add_argument("--now", type=float, help=argparse.SUPPRESS)
+    bench_scoring.add_common_options(parser, out=OUT)
     args = parser.parse_args(list(argv))
     if args.quick:
         args.nodes = args.nodes or list(QUICK_SIZES)
