@@ -42,6 +42,7 @@ from app.predict import (
     recorded_xid,
     score,
 )
+from app.predict import recorded_presence as presence
 from app.predict import recorded_rules as rr
 from app.predict.prometheus import Reader, ReaderSettings
 from app.predict.promql import HostRef
@@ -196,30 +197,64 @@ def _read_values(
     reads: recorded_reads.InstantReads, instants: Sequence[float]
 ) -> dict[str, recorded_reads.Array]:
     """Every value `recorded_features` reads, by name, a row per GPU and a column per instant: the
-    exporter's fields and `rr.READ` at the instants, `rr.READ_HOURLY` there and summed over 6 h."""
+    exporter's fields at the instants (`VALUE_FIELDS`' values, the others' presence), `rr.READ` at the
+    instants, `rr.READ_HOURLY` there and summed over 6 h. Event counts are read sparse (`presence`)."""
     hours = sorted({t - k * HOUR_S for t in instants for k in range(rr.SHORT_HOURS)})
     column = {t: i for i, t in enumerate(hours)}
+    mask = reads.run(
+        [recorded_reads.expression(presence.NAME, presence.query(), instants)], remember=presence.NAME
+    )[presence.NAME]
+    unused = _unused_fields(mask)
+    step = reads.reader.settings.step_s
+    wanted = [
+        *(
+            recorded_reads.raw(m, instants, sparse=True)
+            for m in sorted(presence.VALUE_FIELDS)
+            if m not in unused
+        ),
+        *(
+            recorded_reads.recorded(name, instants, step_s=step, sparse=presence.sparse(name))
+            for name in rr.READ
+            if _read_needed(name, unused)
+        ),
+        *(
+            recorded_reads.recorded(name, hours, step_s=step, sparse=presence.sparse(name))
+            for name in rr.READ_HOURLY
+            if _read_needed(name, unused)
+        ),
+    ]
+    got = reads.run(wanted)
+    n = len(reads.gpus)
+    mask = recorded_reads.pad(mask, n)
     values: dict[str, recorded_reads.Array] = {}
-    with range_answers.collector_paused():
-        for metric in features.SOURCE_METRICS:
-            values[metric] = reads.raw(metric, instants)
-        unused = _unused_fields(values)
-        for name in rr.READ:
-            if _read_needed(name, unused):
-                values[name] = reads.recorded(name, instants)
-        for name in (n for n in rr.READ_HOURLY if _read_needed(n, unused)):
-            by_hour = reads.recorded(name, hours)
-            values[name] = by_hour[:, [column[t] for t in instants]]
+    for metric in features.SOURCE_METRICS:
+        if metric in got:
+            values[metric] = presence.filled(got[metric], presence.real(mask, metric))
+        else:
+            values[metric] = presence.frame_values(mask, metric)
+    for read in wanted:
+        if read.name in presence.VALUE_FIELDS:
+            continue
+        value = got[read.name]
+        record_field = presence.field_of(read.name)
+        if presence.sparse(read.name) and record_field is not None:
+            value = presence.filled(value, np.asarray(presence.real(mask, record_field).any(axis=1)))
+        if read.times != tuple(instants):  # an hourly record, read at the hours
+            values[read.name] = value[:, [column[t] for t in instants]]
             # The 6 h window: the instant's hour and the five before it (NaN where one is missing).
             windows = [[column[t - k * HOUR_S] for k in range(rr.SHORT_HOURS)] for t in instants]
-            values[recorded_rows.six(name)] = np.stack([by_hour[:, w].sum(axis=1) for w in windows], axis=1)
+            values[recorded_rows.six(read.name)] = np.stack(
+                [value[:, w].sum(axis=1) for w in windows], axis=1
+            )
+        else:
+            values[read.name] = value
     return values
 
 
-def _unused_fields(values: Mapping[str, recorded_reads.Array]) -> frozenset[str]:
+def _unused_fields(mask: recorded_reads.Array) -> frozenset[str]:
     """The source fields whose records no feature reads this cycle: those no GPU exports (their features
     are NaN), and the volatile ECC counters where the aggregate ones are exported (`Rows.either`)."""
-    present = {m for m in features.SOURCE_METRICS if (values[m] < features.DCGM_BLANK_MIN).any()}
+    present = {m for m in features.SOURCE_METRICS if presence.real(mask, m).any()}
     unused = set(features.SOURCE_METRICS) - present
     unused |= {
         vol
