@@ -197,48 +197,50 @@ def _read_values(
     reads: recorded_reads.InstantReads, instants: Sequence[float]
 ) -> dict[str, recorded_reads.Array]:
     """Every value `recorded_features` reads, by name, a row per GPU and a column per instant: the
-    exporter's fields at the instants (`VALUE_FIELDS`' values, the others' presence), `rr.READ` at the
-    instants, `rr.READ_HOURLY` there and summed over 6 h. Event counts are read sparse (`presence`)."""
+    exporter's fields at the instants (`presence`: the temperature, the value fields, the others'
+    presence), `rr.READ` and the XID event count at the instants, `rr.READ_HOURLY` there and summed
+    over 6 h. Event counts are read sparse, with one read per field of the GPUs lacking it."""
+    step = reads.reader.settings.step_s
     hours = sorted({t - k * HOUR_S for t in instants for k in range(rr.SHORT_HOURS)})
     column = {t: i for i, t in enumerate(hours)}
-    mask = reads.run(
-        [recorded_reads.expression(presence.NAME, presence.query(), instants)], remember=presence.NAME
-    )[presence.NAME]
-    unused = _unused_fields(mask)
-    step = reads.reader.settings.step_s
-    wanted = [
-        *(
-            recorded_reads.raw(m, instants, sparse=True)
-            for m in sorted(presence.VALUE_FIELDS)
-            if m not in unused
-        ),
-        *(
-            recorded_reads.recorded(name, instants, step_s=step, sparse=presence.sparse(name))
-            for name in rr.READ
-            if _read_needed(name, unused)
-        ),
-        *(
-            recorded_reads.recorded(name, hours, step_s=step, sparse=presence.sparse(name))
-            for name in rr.READ_HOURLY
-            if _read_needed(name, unused)
-        ),
+    names = reads.reader.metric_names(
+        _utc(instants[0] - step), _utc(instants[-1]), match=presence.NAMES_MATCH
+    )
+    exported = presence.exported(names)
+    unused = _unused_fields(exported)
+    records = [
+        recorded_reads.recorded(name, times, step_s=step, sparse=presence.sparse(name))
+        for names_, times in (((*rr.READ, rr.XID_EVENTS), instants), (rr.READ_HOURLY, hours))
+        for name in names_
+        if _read_needed(name, unused)
     ]
-    got = reads.run(wanted)
-    n = len(reads.gpus)
-    mask = recorded_reads.pad(mask, n)
-    values: dict[str, recorded_reads.Array] = {}
-    for metric in features.SOURCE_METRICS:
-        if metric in got:
-            values[metric] = presence.filled(got[metric], presence.real(mask, metric))
-        else:
-            values[metric] = presence.frame_values(mask, metric)
-    for read in wanted:
-        if read.name in presence.VALUE_FIELDS:
-            continue
+    probes: dict[str, str] = {}  # a sparse record of each field, to find the GPUs without the field
+    for read in records:
+        field_ = presence.field_of(read.name)
+        if read.sparse and field_ is not None:
+            probes.setdefault(field_, read.name)
+    value_fields = [m for m in presence.VALUE_FIELDS if m not in unused]
+    wanted = [
+        recorded_reads.raw(features.GPU_TEMP, instants),  # first: every GPU, new ones too
+        *(recorded_reads.raw(m, instants, sparse=True) for m in value_fields),
+        *(recorded_reads.lacking_raw(m, instants) for m in value_fields),
+        *(recorded_reads.lacking_record(f_, probe, instants, step_s=step) for f_, probe in probes.items()),
+        *records,
+    ]
+    got = reads.run(wanted, remember=features.GPU_TEMP)
+    lacking = {
+        r.name.removeprefix(recorded_reads.LACKING): got[r.name] == 1.0
+        for r in wanted
+        if r.name.startswith(recorded_reads.LACKING)
+    }
+    values: dict[str, recorded_reads.Array] = {features.GPU_TEMP: got[features.GPU_TEMP]}
+    for metric in value_fields:
+        values[metric] = np.where(lacking[metric], np.nan, got[metric])
+    for read in records:
         value = got[read.name]
-        record_field = presence.field_of(read.name)
-        if presence.sparse(read.name) and record_field is not None:
-            value = presence.filled(value, np.asarray(presence.real(mask, record_field).any(axis=1)))
+        field_ = presence.field_of(read.name)
+        if read.sparse and field_ in lacking:
+            value = np.where(lacking[field_].any(axis=1)[:, None], np.nan, value)
         if read.times != tuple(instants):  # an hourly record, read at the hours
             values[read.name] = value[:, [column[t] for t in instants]]
             # The 6 h window: the instant's hour and the five before it (NaN where one is missing).
@@ -248,18 +250,24 @@ def _read_values(
             )
         else:
             values[read.name] = value
+    seen = ~np.isnan(values[features.GPU_TEMP])
+    for metric in features.SOURCE_METRICS:
+        if metric not in values:
+            values[metric] = presence.frame_values(
+                metric, values, seen=seen, lacking=lacking.get(metric), exported=metric in exported
+            )
     return values
 
 
-def _unused_fields(mask: recorded_reads.Array) -> frozenset[str]:
-    """The source fields whose records no feature reads this cycle: those no GPU exports (their features
-    are NaN), and the volatile ECC counters where the aggregate ones are exported (`Rows.either`)."""
-    present = {m for m in features.SOURCE_METRICS if presence.real(mask, m).any()}
-    unused = set(features.SOURCE_METRICS) - present
+def _unused_fields(exported: frozenset[str]) -> frozenset[str]:
+    """The source fields whose records no feature reads this cycle: those no series is named after
+    (their features are NaN), and the volatile ECC counters where the aggregate ones are exported
+    (`Rows.either`)."""
+    unused = set(features.SOURCE_METRICS) - exported
     unused |= {
         vol
         for agg, vol in ((features.SBE_AGG, features.SBE_VOL), (features.DBE_AGG, features.DBE_VOL))
-        if agg in present
+        if agg in exported
     }
     return frozenset(unused)
 

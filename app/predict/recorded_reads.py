@@ -18,9 +18,11 @@ What a cycle costs is series answered, not points: Prometheus serialises and Sic
 of an answer with its labels (about 5 µs a series here, of which JSON 2 µs and the labels' identity 1 µs).
 So every query keeps only the labels naming the GPU (`max by (BY)`: a raw field's series carry a dozen
 exporter labels), the labels' identity is computed once per label set (`InstantReads.identities`), a
-*sparse* read asks only for its non-zero values (`!= 0`: an event counter is zero on almost every GPU;
-the caller knows which absent GPUs read 0, `recorded_presence`), and up to `CONCURRENT` queries are in
-flight while the answers are parsed, in the order asked, so GPUs are numbered the same every time.
+*sparse* read answers only the GPUs where it is not 0 (an event counter is 0 on almost every GPU), and a
+field's `lacking_*` read, sparse too, the GPUs without it (a field a GPU does not export must stay
+missing, not read as 0: one such read per field, not per record, since each costs Prometheus a join),
+and up to `CONCURRENT` queries are in flight while the answers are parsed, in the
+order asked, so GPUs are numbered the same every time.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.predict import features, range_answers
+from app.predict import recorded_rules as rr
 from app.predict.prometheus import PrometheusUnavailable, Reader
 from app.predict.promql import HostRef, host_ref, selector
 
@@ -48,37 +51,60 @@ HOUR_S = 3600.0
 # Queries in flight while one answer is parsed: Prometheus answers the next ones on another core. More
 # buys nothing on the 2 cores measured (`docs/benchmarks.md`) and keeps more answers in memory at once.
 CONCURRENT = 3
+LACKING = "lacking:"  # the name of a field's `lacking_*` read
 _MS = 0.001
 
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """One series for the whole fleet at `times`: its PromQL (labels already projected to `BY`) and the
-    shift from a grid instant to the time its value is read at."""
+    """One series for the whole fleet at `times`: its PromQL (labels already projected to `BY`), the
+    shift from a grid instant to the time its value is read at, and whether it is sparse (a GPU the
+    answer leaves out reads 0)."""
 
     name: str
     query: str
     times: tuple[float, ...]
     shift: float = 0.0
+    sparse: bool = False
 
 
 def recorded(name: str, times: Sequence[float], *, step_s: float, sparse: bool = False) -> Read:
     """A record's value at each grid instant (the last one written in `[g, g + step)`); `sparse`: only
-    where it is not 0."""
-    ahead = step_s - _MS
-    query = f"max by ({BY}) (last_over_time({name}[{round(ahead * 1000)}ms]))"
-    return Read(name, f"{query} != 0" if sparse else query, tuple(times), shift=ahead)
+    its non-zero values are sent, a GPU left out reads 0 (`lacking_record` says which GPUs have none)."""
+    query = _last(name, step_s)
+    return Read(name, f"{query} != 0" if sparse else query, tuple(times), shift=step_s - _MS, sparse=sparse)
 
 
 def raw(metric: str, times: Sequence[float], *, sparse: bool = False) -> Read:
-    """An exporter's field at each instant, under both DCGM names; `sparse`: only where it is not 0."""
-    query = f"max by ({BY}) ({selector(metric)})"
-    return Read(metric, f"{query} != 0" if sparse else query, tuple(times))
+    """An exporter's field at each instant, under both DCGM names (several series of a GPU: the largest);
+    `sparse`: only its non-zero values are sent, a GPU left out reads 0 (`lacking_raw`)."""
+    query = _max(selector(metric))
+    return Read(metric, f"{query} != 0" if sparse else query, tuple(times), sparse=sparse)
+
+
+def lacking_record(field: str, probe: str, times: Sequence[float], *, step_s: float) -> Read:
+    """1 for each GPU with samples (`rr.SAMPLES`) but no `probe` record (a record of `field`), else 0."""
+    query = f"({_last(rr.SAMPLES, step_s)} * 0 + 1) unless on ({BY}) {_last(probe, step_s)}"
+    return Read(LACKING + field, query, tuple(times), shift=step_s - _MS, sparse=True)
+
+
+def lacking_raw(metric: str, times: Sequence[float]) -> Read:
+    """1 for each GPU with a temperature but no `metric` sample, else 0."""
+    query = f"({_max(selector(features.GPU_TEMP))} * 0 + 1) unless on ({BY}) {_max(selector(metric))}"
+    return Read(LACKING + metric, query, tuple(times), sparse=True)
 
 
 def expression(name: str, query: str, times: Sequence[float]) -> Read:
     """Any PromQL whose series name GPUs by `BY`, at the instants."""
     return Read(name, query, tuple(times))
+
+
+def _max(vector: str) -> str:
+    return f"max by ({BY}) ({vector})"
+
+
+def _last(record: str, step_s: float) -> str:
+    return _max(f"last_over_time({record}[{round((step_s - _MS) * 1000)}ms])")
 
 
 @dataclass(slots=True)
@@ -103,7 +129,7 @@ class InstantReads:
                 if read.name == remember:
                     self._remember(answer)
                 out[read.name].append(self._dense(read, answer, start=start, step=step, n=n))
-        return {read.name: self._columns(read.times, out[read.name]) for read in reads}
+        return {read.name: self._columns(read, out[read.name]) for read in reads}
 
     def _answers(
         self, parts: Sequence[tuple[Read, tuple[float, float, int]]]
@@ -148,14 +174,20 @@ class InstantReads:
             raise PrometheusUnavailable(str(exc), query=read.query) from exc
         dense = np.full((len(self.gpus), n), np.nan)
         np.fmax.at(dense, (cells.index, cells.slot), cells.value)
+        if read.sparse:  # a GPU left out of the answer is 0; one answered NaN has no value
+            answered = np.zeros(dense.shape, dtype=bool)
+            answered[cells.index, cells.slot] = True
+            dense[~answered] = 0.0
         self.points += len(cells.value)
         wanted = [(slot, columns[t]) for slot in range(n) if (t := round(start + step * slot, 3)) in columns]
         return dense[:, [s for s, _ in wanted]], [c for _, c in wanted]
 
-    def _columns(self, times: Sequence[float], parts: Sequence[tuple[Array, list[int]]]) -> Array:
-        out = np.full((len(self.gpus), len(times)), np.nan)
+    def _columns(self, read: Read, parts: Sequence[tuple[Array, list[int]]]) -> Array:
+        out = np.full((len(self.gpus), len(read.times)), np.nan)
         for dense, cols in parts:
             out[: len(dense), cols] = dense
+            if read.sparse:  # GPUs first seen by a later read were not in this answer either
+                out[len(dense) :, cols] = 0.0
         return out
 
     def _remember(self, answer: Sequence[Any]) -> None:

@@ -542,6 +542,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="evaluate the rules' cost on copied fleets up to this many nodes (minutes per size beyond)",
     )
     parser.add_argument("--child-timeout-s", type=float, default=3600.0)
+    parser.add_argument("--keep", type=Path, help="keep each recorded size's TSDB under this folder")
     parser.add_argument("--models", type=Path, default=MODELS)
     parser.add_argument("--prometheus", type=Path, default=PROMETHEUS)
     parser.add_argument("--promtool", type=Path, default=None)
@@ -616,6 +617,9 @@ def main(argv: Sequence[str] | None = None) -> Group:
                 print(f"  {kind} {nodes}: failed: {exc}", file=sys.stderr)
                 continue
             finally:
+                if args.keep is not None and kind == "recorded" and (work / "tsdb").exists():
+                    args.keep.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(work / "tsdb"), args.keep / f"{kind}-{nodes}")  # to profile reads on
                 if work.name != "base":
                     shutil.rmtree(work, ignore_errors=True)
             row["seconds"] = time.perf_counter() - size_started

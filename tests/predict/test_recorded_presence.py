@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import threading
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,8 @@ import pytest
 
 from app.demo.processes import free_port
 from app.predict import recorded_presence as presence
-from app.predict import recorded_reads
+from app.predict import recorded_reader, recorded_reads
+from app.predict import recorded_rules as rr
 from app.predict.features import fields as f
 from app.predict.prometheus import PrometheusUnavailable, Reader, ReaderSettings
 from app.sim.fleet import backfill
@@ -43,20 +44,35 @@ def _binary(name: str) -> Path:
     return Path(found)
 
 
+PCIE_7D = "gpu:DCGM_FI_DEV_PCIE_REPLAY_COUNTER:increase7d"
 SERIES = [
-    # node-a GPU 0: temperature under the DCGM 4.6 name, memory temperature blank, the aggregate SBE count.
+    # node-a GPU 0: temperature under the DCGM 4.6 name, memory temperature blank, quiet counters.
     ('DCGM_FI_DEV_GPU_TEMP_CELSIUS{Hostname="node-a",gpu="0",UUID="GPU-a0",pod="p"}', "61"),
     ('DCGM_FI_DEV_MEMORY_TEMP{Hostname="node-a",gpu="0",UUID="GPU-a0"}', BLANK),
-    ('DCGM_FI_DEV_ECC_SBE_AGG_TOTAL{Hostname="node-a",gpu="0",UUID="GPU-a0"}', "0"),
     ('DCGM_FI_DEV_ROW_REMAP_PENDING{Hostname="node-a",gpu="0",UUID="GPU-a0"}', "0"),
-    # node-a GPU 1: temperature in two series (the pod label changed), one pending remap.
+    ('DCGM_FI_DEV_PCIE_REPLAY_COUNTER{Hostname="node-a",gpu="0",UUID="GPU-a0"}', "0"),
+    # node-a GPU 1: temperature in two series (the pod label changed), a pending remap, PCIe replays.
     ('DCGM_FI_DEV_GPU_TEMP{Hostname="node-a",gpu="1",UUID="GPU-a1",pod="old"}', "58"),
     ('DCGM_FI_DEV_GPU_TEMP{Hostname="node-a",gpu="1",UUID="GPU-a1",pod="new"}', "59"),
     ('DCGM_FI_DEV_ROW_REMAP_PENDING{Hostname="node-a",gpu="1",UUID="GPU-a1"}', "1"),
-    # node-b GPU 0, named by `instance` only: temperature, and a NaN utilisation.
+    ('DCGM_FI_DEV_PCIE_REPLAY_COUNTER{Hostname="node-a",gpu="1",UUID="GPU-a1"}', "7"),
+    # node-b GPU 0, named by `instance` only: a temperature, a NaN utilisation, neither remap nor PCIe.
     ('DCGM_FI_DEV_GPU_TEMP{instance="node-b:9400",gpu="0",UUID="GPU-b0"}', "70"),
     ('DCGM_FI_DEV_GPU_UTIL{instance="node-b:9400",gpu="0",UUID="GPU-b0"}', "NaN"),
+    # The rules' series as they write them (the GPU's names only): every GPU's week of samples, and the
+    # PCIe week's increase of the two GPUs exporting the counter.
+    *(
+        (f"{rr.SAMPLES}{{{labels}}}", str(rr.FULL_WEEK))
+        for labels in (
+            'Hostname="node-a",gpu="0",UUID="GPU-a0"',
+            'Hostname="node-a",gpu="1",UUID="GPU-a1"',
+            'instance="node-b:9400",gpu="0",UUID="GPU-b0"',
+        )
+    ),
+    (f'{PCIE_7D}{{Hostname="node-a",gpu="0",UUID="GPU-a0"}}', "0"),
+    (f'{PCIE_7D}{{Hostname="node-a",gpu="1",UUID="GPU-a1"}}', "3"),
 ]
+A0, A1, B0 = ("node-a", 0, "GPU-a0"), ("node-a", 1, "GPU-a1"), ("node-b", 0, "GPU-b0")
 
 
 @pytest.fixture(scope="module")
@@ -95,68 +111,88 @@ def _reads(url: str) -> recorded_reads.InstantReads:
     return recorded_reads.InstantReads(Reader(ReaderSettings(url=url, step_s=STEP)))
 
 
-def test_one_series_per_gpu_says_which_fields_are_real_blank_or_absent(url: str) -> None:
-    reads = _reads(url)
-    got = reads.run([recorded_reads.expression(presence.NAME, presence.query(), [T])], remember=presence.NAME)
-    mask = got[presence.NAME][:, 0]
-    gpus = {identity: mask[i] for identity, i in reads.gpus.items()}
-    assert set(gpus) == {("node-a", 0, "GPU-a0"), ("node-a", 1, "GPU-a1"), ("node-b", 0, "GPU-b0")}
-    a0, a1, b0 = (np.array([gpus[k]]) for k in sorted(gpus))
-    assert presence.real(a0, f.GPU_TEMP).all()  # under its DCGM 4.6 name
-    assert presence.blank(a0, f.MEMORY_TEMP).all()
-    assert not presence.real(a0, f.MEMORY_TEMP).any()
-    assert presence.real(a0, f.SBE_AGG).all()
-    assert presence.real(a0, f.REMAP_PENDING).all()
-    assert not presence.real(a0, f.PCIE_REPLAY).any()
-    assert not presence.blank(a0, f.PCIE_REPLAY).any()
-    # Two series of one field are one bit, not two (a sum of 2 x 2^k would read as the next field).
-    assert presence.real(a1, f.GPU_TEMP).all()
-    assert not presence.real(a1, f.MEMORY_TEMP).any()
-    assert presence.real(b0, f.GPU_TEMP).all()
-    assert not presence.real(b0, f.GPU_UTIL).any()  # a NaN sample is no sample, as the raw frame's notna
-    assert set(reads.refs) == {"node-a", "node-b"}
-    assert reads.refs["node-b"].label == "instance"
-    expected = {
-        presence.FIELDS.index(f.GPU_TEMP),
-        presence.FIELDS.index(f.SBE_AGG),
-        presence.FIELDS.index(f.REMAP_PENDING),
-        len(presence.FIELDS) + presence.FIELDS.index(f.MEMORY_TEMP),
-    }
-    assert a0[0] == sum(2.0**bit for bit in expected)
+def _by_gpu(
+    reads: recorded_reads.InstantReads, values: np.ndarray
+) -> dict[tuple[str, int, str], list[float]]:
+    return {gpu: values[i].tolist() for gpu, i in reads.gpus.items()}
 
 
-def test_a_sparse_read_answers_only_non_zero_values_and_absent_gpus_with_the_field_read_zero(
+def test_the_label_values_api_names_the_fleets_fields_under_either_dcgm_name(url: str) -> None:
+    reader = Reader(ReaderSettings(url=url, step_s=STEP))
+    start, end = datetime.fromtimestamp(T - STEP, UTC), datetime.fromtimestamp(T, UTC)
+    exported = presence.exported(reader.metric_names(start, end, match=presence.NAMES_MATCH))
+    assert f.GPU_TEMP in exported  # some GPUs under DCGM 4.6's DCGM_FI_DEV_GPU_TEMP_CELSIUS
+    assert {f.REMAP_PENDING, f.PCIE_REPLAY, f.MEMORY_TEMP, f.GPU_UTIL} <= exported
+    assert f.SBE_AGG not in exported
+    assert presence.exported(None) == frozenset(f.SOURCE_METRICS)  # unknown: every field
+
+
+def test_a_sparse_raw_read_sends_non_zero_values_and_the_lacking_read_the_gpus_without_the_field(
     url: str,
 ) -> None:
     reads = _reads(url)
-    mask = reads.run([recorded_reads.expression(presence.NAME, presence.query(), [T - STEP, T])])[
-        presence.NAME
-    ]
-    sparse = reads.run([recorded_reads.raw(f.REMAP_PENDING, [T - STEP, T], sparse=True)])[f.REMAP_PENDING]
-    index = {gpu: i for gpu, i in reads.gpus.items()}
-    a0, a1, b0 = (
-        index[("node-a", 0, "GPU-a0")],
-        index[("node-a", 1, "GPU-a1")],
-        index[("node-b", 0, "GPU-b0")],
+    got = reads.run(
+        [
+            recorded_reads.raw(f.GPU_TEMP, [T]),
+            recorded_reads.raw(f.REMAP_PENDING, [T], sparse=True),
+            recorded_reads.lacking_raw(f.REMAP_PENDING, [T]),
+        ],
+        remember=f.GPU_TEMP,
     )
-    assert np.isnan(sparse[a0]).all()
-    assert sparse[a1].tolist() == [1.0, 1.0]
-    values = presence.filled(
-        sparse, presence.real(recorded_reads.pad(mask, len(reads.gpus)), f.REMAP_PENDING)
-    )
-    assert values[a0].tolist() == [0.0, 0.0]
-    assert values[a1].tolist() == [1.0, 1.0]
-    assert np.isnan(values[b0]).all()  # node-b does not export the field: missing, not zero
+    assert _by_gpu(reads, got[f.GPU_TEMP]) == {A0: [61.0], A1: [59.0], B0: [70.0]}  # two series: the largest
+    assert _by_gpu(reads, got[f.REMAP_PENDING]) == {A0: [0.0], A1: [1.0], B0: [0.0]}  # left out: 0
+    assert _by_gpu(reads, got[recorded_reads.LACKING + f.REMAP_PENDING]) == {A0: [0.0], A1: [0.0], B0: [1.0]}
+    assert set(reads.refs) == {"node-a", "node-b"}
+    assert reads.refs["node-b"].label == "instance"
 
 
-def test_presence_values_in_the_frame_are_what_present_fields_reads() -> None:
-    real_bit = 2.0 ** presence.FIELDS.index(f.GPU_TEMP)
-    blank_bit = 2.0 ** (len(presence.FIELDS) + presence.FIELDS.index(f.GPU_TEMP))
-    mask = np.array([[real_bit], [blank_bit], [np.nan]])
-    got = presence.frame_values(mask, f.GPU_TEMP)
+def test_a_sparse_record_read_and_its_fields_lacking_read(url: str) -> None:
+    reads = _reads(url)
+    got = reads.run(
+        [
+            recorded_reads.raw(f.GPU_TEMP, [T]),
+            recorded_reads.recorded(PCIE_7D, [T], step_s=STEP, sparse=True),
+            recorded_reads.lacking_record(f.PCIE_REPLAY, PCIE_7D, [T], step_s=STEP),
+        ]
+    )
+    assert _by_gpu(reads, got[PCIE_7D]) == {A0: [0.0], A1: [3.0], B0: [0.0]}
+    assert _by_gpu(reads, got[recorded_reads.LACKING + f.PCIE_REPLAY]) == {A0: [0.0], A1: [0.0], B0: [1.0]}
+
+
+def test_the_cycles_values_keep_a_field_a_gpu_does_not_export_missing_and_its_quiet_counters_zero(
+    url: str,
+) -> None:
+    reads = _reads(url)
+    values = recorded_reader._read_values(reads, [T])
+    by = {
+        name: _by_gpu(reads, values[name])
+        for name in (PCIE_7D, f.REMAP_PENDING, f.PCIE_REPLAY, f.MEMORY_TEMP)
+    }
+    assert by[PCIE_7D][A0] == [0.0]
+    assert by[PCIE_7D][A1] == [3.0]
+    assert np.isnan(by[PCIE_7D][B0]).all()  # node-b exports no PCIe counter: missing, never 0
+    assert by[f.REMAP_PENDING][A0] == [0.0]
+    assert np.isnan(by[f.REMAP_PENDING][B0]).all()
+    # The frame's PCIe column: present on node-a's GPUs; memory temperature has no record (blank): absent.
+    assert by[f.PCIE_REPLAY][A0] == by[f.PCIE_REPLAY][A1] == [presence.PRESENT]
+    assert np.isnan(by[f.PCIE_REPLAY][B0]).all()
+    assert all(np.isnan(v).all() for v in by[f.MEMORY_TEMP].values())
+
+
+def test_frame_values_without_a_read_follow_the_lacking_read_then_the_records_then_the_fleet() -> None:
+    seen = np.array([[True], [True], [False]])
+    lacking = np.array([[False], [True], [False]])
+    got = presence.frame_values(f.PCIE_REPLAY, {}, seen=seen, lacking=lacking, exported=True)
     assert got[0, 0] == presence.PRESENT
-    assert got[1, 0] >= f.DCGM_BLANK_MIN
-    assert np.isnan(got[2, 0])
+    assert np.isnan(got[1:, 0]).all()
+    record = {"gpu:DCGM_FI_DEV_MEMORY_TEMP:avg_over_time7d": np.array([[40.0], [np.nan], [41.0]])}
+    got = presence.frame_values(f.MEMORY_TEMP, record, seen=seen, lacking=None, exported=True)
+    assert got[:, 0].tolist()[0] == presence.PRESENT
+    assert np.isnan(got[1, 0])
+    assert (
+        presence.frame_values(f.ENERGY, {}, seen=seen, lacking=None, exported=True)[0, 0] == presence.PRESENT
+    )
+    assert np.isnan(presence.frame_values(f.ENERGY, {}, seen=seen, lacking=None, exported=False)).all()
 
 
 def test_event_counting_records_are_sparse_and_moments_are_not() -> None:
