@@ -160,6 +160,27 @@ class Reader:
             out.extend(result)
         return out
 
+    def metric_names(self, start: datetime, end: datetime, *, match: str) -> frozenset[str] | None:
+        """The metric names of the series matching `match` with samples in [start, end] (Prometheus'
+        label-values API: an index lookup, no series read; a store answers for each block overlapping the
+        range), or None where the client has no such call."""
+        ask = getattr(self.client, "get_label_values", None)
+        if ask is None:
+            return None
+        params = {
+            "start": f"{aware(start).timestamp():.3f}",
+            "end": f"{aware(end).timestamp():.3f}",
+            "match[]": match,
+        }
+        self.queries += 1
+        try:
+            names = ask("__name__", params=params)
+        except Exception as exc:  # requests, urllib3 and the client's own errors all mean "not now"
+            raise PrometheusUnavailable(f"{type(exc).__name__}: {exc}", query=f"names of {match}") from exc
+        if not isinstance(names, list):
+            raise PrometheusUnavailable("the label values are not a list", query=f"names of {match}")
+        return frozenset(str(n) for n in names)
+
     def read(self, start: datetime, end: datetime, *, hosts: Sequence[HostRef] = ()) -> pd.DataFrame:
         """Samples of every source metric on the grid start, start + step, ... ≤ end, for every GPU seen.
 

@@ -13,19 +13,21 @@ from dataclasses import dataclass
 from app.predict import features
 
 
-def selector(metric: str, matchers: Sequence[str] = ()) -> str:
+def selector(metric: str, matchers: Sequence[str] = (), *, offset_s: float = 0.0) -> str:
     """The PromQL selector for a source metric and its DCGM 4.6 name, if it has one.
 
     With `matchers` (label matchers such as `Hostname=~"a|b"`), the series that match any of them: one
-    selector per matcher joined with `or` — still one query, whatever the number of hosts.
+    selector per matcher joined with `or` — still one query, whatever the number of hosts. `offset_s`:
+    each selector's values that long before (an `offset` modifies a selector, not an expression).
     """
     names = [metric, *(old for old, new in features.ALIASES.items() if new == metric)]
+    offset = f" offset {round(offset_s * 1000)}ms" if offset_s else ""
     if not matchers:
-        return metric if len(names) == 1 else '{__name__=~"' + "|".join(names) + '"}'
+        return (metric if len(names) == 1 else '{__name__=~"' + "|".join(names) + '"}') + offset
     if len(names) == 1:
-        return " or ".join(f"{metric}{{{m}}}" for m in matchers)
+        return " or ".join(f"{metric}{{{m}}}{offset}" for m in matchers)
     name = '__name__=~"' + "|".join(names) + '"'
-    return " or ".join(f"{{{name}, {m}}}" for m in matchers)
+    return " or ".join(f"{{{name}, {m}}}{offset}" for m in matchers)
 
 
 def host_matchers(hosts: Iterable[HostRef]) -> list[str]:

@@ -44,6 +44,9 @@ class Cells:
     value: npt.NDArray[np.float64]
 
 
+_UNSEEN: Any = object()
+
+
 class Malformed(ValueError):
     """A range answer whose samples are not [time, value] pairs."""
 
@@ -56,12 +59,15 @@ def parse(
     step: float,
     n_times: int,
     nodes: set[str] | None = None,
+    identities: dict[tuple[str, ...], tuple[str, int, str] | None] | None = None,
 ) -> Cells:
     """Every sample of one query's answer on the grid, in one vectorised pass over all its series.
 
     Python touches each series once (its labels) and each sample once (flattening); conversion and slotting
     are numpy's. Values are Prometheus' strings ("NaN" and "+Inf" included), or numbers; one that is neither
     reads as NaN. Samples off the grid's range are dropped; GPUs are numbered in `gpus` as first seen.
+    `identities` keeps `gpu_identity`'s answer by label set across the reads given it (worth it where the
+    answers' labels are only the GPU's names: one entry per GPU).
     """
     indices: list[int] = []
     counts: list[int] = []
@@ -69,7 +75,15 @@ def parse(
     for one in series:
         labels = one.get("metric", {})
         values = one.get("values", [])
-        identity = gpu_identity(labels) if isinstance(labels, Mapping) else None
+        if not isinstance(labels, Mapping):
+            identity = None
+        elif identities is None:
+            identity = gpu_identity(labels)
+        else:
+            key = (*labels, *labels.values())
+            identity = identities.get(key, _UNSEEN)
+            if identity is _UNSEEN:
+                identity = identities[key] = gpu_identity(labels)
         if identity is None or not values or (nodes is not None and identity[0] not in nodes):
             continue
         indices.append(gpus.setdefault(identity, len(gpus)))

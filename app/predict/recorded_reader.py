@@ -42,6 +42,7 @@ from app.predict import (
     recorded_xid,
     score,
 )
+from app.predict import recorded_presence as presence
 from app.predict import recorded_rules as rr
 from app.predict.prometheus import Reader, ReaderSettings
 from app.predict.promql import HostRef
@@ -196,35 +197,77 @@ def _read_values(
     reads: recorded_reads.InstantReads, instants: Sequence[float]
 ) -> dict[str, recorded_reads.Array]:
     """Every value `recorded_features` reads, by name, a row per GPU and a column per instant: the
-    exporter's fields and `rr.READ` at the instants, `rr.READ_HOURLY` there and summed over 6 h."""
+    exporter's fields at the instants (`presence`: the temperature, the value fields, the others'
+    presence), `rr.READ` and the XID event count at the instants, `rr.READ_HOURLY` there and summed
+    over 6 h. Event counts are read sparse, with one read per field of the GPUs lacking it."""
+    step = reads.reader.settings.step_s
     hours = sorted({t - k * HOUR_S for t in instants for k in range(rr.SHORT_HOURS)})
     column = {t: i for i, t in enumerate(hours)}
-    values: dict[str, recorded_reads.Array] = {}
-    with range_answers.collector_paused():
-        for metric in features.SOURCE_METRICS:
-            values[metric] = reads.raw(metric, instants)
-        unused = _unused_fields(values)
-        for name in rr.READ:
-            if _read_needed(name, unused):
-                values[name] = reads.recorded(name, instants)
-        for name in (n for n in rr.READ_HOURLY if _read_needed(n, unused)):
-            by_hour = reads.recorded(name, hours)
-            values[name] = by_hour[:, [column[t] for t in instants]]
+    names = reads.reader.metric_names(
+        _utc(instants[0] - step), _utc(instants[-1]), match=presence.NAMES_MATCH
+    )
+    exported = presence.exported(names)
+    unused = _unused_fields(exported)
+    records = [
+        recorded_reads.recorded(name, times, step_s=step, sparse=presence.sparse(name))
+        for names_, times in (((*rr.READ, rr.XID_EVENTS), instants), (rr.READ_HOURLY, hours))
+        for name in names_
+        if _read_needed(name, unused)
+    ]
+    probes: dict[str, str] = {}  # a sparse record of each field, to find the GPUs without the field
+    for read in records:
+        field_ = presence.field_of(read.name)
+        if read.sparse and field_ is not None:
+            probes.setdefault(field_, read.name)
+    value_fields = [m for m in presence.VALUE_FIELDS if m not in unused]
+    wanted = [
+        recorded_reads.raw(features.GPU_TEMP, instants),  # first: every GPU, new ones too
+        *(recorded_reads.raw(m, instants, sparse=True) for m in value_fields),
+        *(recorded_reads.lacking_raw(m, instants) for m in value_fields),
+        *(recorded_reads.lacking_record(f_, probe, instants, step_s=step) for f_, probe in probes.items()),
+        *records,
+    ]
+    got = reads.run(wanted, remember=features.GPU_TEMP)
+    lacking = {
+        r.name.removeprefix(recorded_reads.LACKING): got[r.name] == 1.0
+        for r in wanted
+        if r.name.startswith(recorded_reads.LACKING)
+    }
+    values: dict[str, recorded_reads.Array] = {features.GPU_TEMP: got[features.GPU_TEMP]}
+    for metric in value_fields:
+        values[metric] = np.where(lacking[metric], np.nan, got[metric])
+    for read in records:
+        value = got[read.name]
+        field_ = presence.field_of(read.name)
+        if read.sparse and field_ in lacking:
+            value = np.where(lacking[field_].any(axis=1)[:, None], np.nan, value)
+        if read.times != tuple(instants):  # an hourly record, read at the hours
+            values[read.name] = value[:, [column[t] for t in instants]]
             # The 6 h window: the instant's hour and the five before it (NaN where one is missing).
             windows = [[column[t - k * HOUR_S] for k in range(rr.SHORT_HOURS)] for t in instants]
-            values[recorded_rows.six(name)] = np.stack([by_hour[:, w].sum(axis=1) for w in windows], axis=1)
+            values[recorded_rows.six(read.name)] = np.stack(
+                [value[:, w].sum(axis=1) for w in windows], axis=1
+            )
+        else:
+            values[read.name] = value
+    seen = ~np.isnan(values[features.GPU_TEMP])
+    for metric in features.SOURCE_METRICS:
+        if metric not in values:
+            values[metric] = presence.frame_values(
+                metric, values, seen=seen, lacking=lacking.get(metric), exported=metric in exported
+            )
     return values
 
 
-def _unused_fields(values: Mapping[str, recorded_reads.Array]) -> frozenset[str]:
-    """The source fields whose records no feature reads this cycle: those no GPU exports (their features
-    are NaN), and the volatile ECC counters where the aggregate ones are exported (`Rows.either`)."""
-    present = {m for m in features.SOURCE_METRICS if (values[m] < features.DCGM_BLANK_MIN).any()}
-    unused = set(features.SOURCE_METRICS) - present
+def _unused_fields(exported: frozenset[str]) -> frozenset[str]:
+    """The source fields whose records no feature reads this cycle: those no series is named after
+    (their features are NaN), and the volatile ECC counters where the aggregate ones are exported
+    (`Rows.either`)."""
+    unused = set(features.SOURCE_METRICS) - exported
     unused |= {
         vol
         for agg, vol in ((features.SBE_AGG, features.SBE_VOL), (features.DBE_AGG, features.DBE_VOL))
-        if agg in present
+        if agg in exported
     }
     return frozenset(unused)
 

@@ -13,13 +13,25 @@ Two kinds of series:
   (`last_over_time` at `g + step - 1ms`);
 - an exporter's field (`raw`): its value at `g` as the raw path reads it (`Reader.read`: the selector at
   `g`, Prometheus' look-back delta), under both DCGM names; several series of a GPU keep the largest.
+
+What a cycle costs is series answered, not points: Prometheus serialises and Sickbay parses each series
+of an answer with its labels (about 5 µs a series here, of which JSON 2 µs and the labels' identity 1 µs).
+So every query keeps only the labels naming the GPU (`max by (BY)`: a raw field's series carry a dozen
+exporter labels), the labels' identity is computed once per label set (`InstantReads.identities`), a
+*sparse* read answers only the GPUs where it is not 0 (an event counter is 0 on almost every GPU), and a
+field's `lacking_*` read, sparse too, the GPUs without it (a field a GPU does not export must stay
+missing, not read as 0: one such read per field, not per record, since each costs Prometheus a join),
+and up to `CONCURRENT` queries are in flight while the answers are parsed, in the
+order asked, so GPUs are numbered the same every time.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.predict import features, range_answers
+from app.predict import recorded_rules as rr
 from app.predict.prometheus import PrometheusUnavailable, Reader
 from app.predict.promql import HostRef, host_ref, selector
 
@@ -35,7 +48,63 @@ Array = npt.NDArray[np.float64]
 Identity = tuple[str, int, str]
 BY = ", ".join((*features.HOST_COLUMNS, "gpu", "UUID", "uuid"))
 HOUR_S = 3600.0
+# Queries in flight while one answer is parsed: Prometheus answers the next ones on another core. More
+# buys nothing on the 2 cores measured (`docs/benchmarks.md`) and keeps more answers in memory at once.
+CONCURRENT = 3
+LACKING = "lacking:"  # the name of a field's `lacking_*` read
 _MS = 0.001
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """One series for the whole fleet at `times`: its PromQL (labels already projected to `BY`), the
+    shift from a grid instant to the time its value is read at, and whether it is sparse (a GPU the
+    answer leaves out reads 0)."""
+
+    name: str
+    query: str
+    times: tuple[float, ...]
+    shift: float = 0.0
+    sparse: bool = False
+
+
+def recorded(name: str, times: Sequence[float], *, step_s: float, sparse: bool = False) -> Read:
+    """A record's value at each grid instant (the last one written in `[g, g + step)`); `sparse`: only
+    its non-zero values are sent, a GPU left out reads 0 (`lacking_record` says which GPUs have none)."""
+    query = _last(name, step_s)
+    return Read(name, f"{query} != 0" if sparse else query, tuple(times), shift=step_s - _MS, sparse=sparse)
+
+
+def raw(metric: str, times: Sequence[float], *, sparse: bool = False) -> Read:
+    """An exporter's field at each instant, under both DCGM names (several series of a GPU: the largest);
+    `sparse`: only its non-zero values are sent, a GPU left out reads 0 (`lacking_raw`)."""
+    query = _max(selector(metric))
+    return Read(metric, f"{query} != 0" if sparse else query, tuple(times), sparse=sparse)
+
+
+def lacking_record(field: str, probe: str, times: Sequence[float], *, step_s: float) -> Read:
+    """1 for each GPU with samples (`rr.SAMPLES`) but no `probe` record (a record of `field`), else 0."""
+    query = f"({_last(rr.SAMPLES, step_s)} * 0 + 1) unless on ({BY}) {_last(probe, step_s)}"
+    return Read(LACKING + field, query, tuple(times), shift=step_s - _MS, sparse=True)
+
+
+def lacking_raw(metric: str, times: Sequence[float]) -> Read:
+    """1 for each GPU with a temperature but no `metric` sample, else 0."""
+    query = f"({_max(selector(features.GPU_TEMP))} * 0 + 1) unless on ({BY}) {_max(selector(metric))}"
+    return Read(LACKING + metric, query, tuple(times), sparse=True)
+
+
+def expression(name: str, query: str, times: Sequence[float]) -> Read:
+    """Any PromQL whose series name GPUs by `BY`, at the instants."""
+    return Read(name, query, tuple(times))
+
+
+def _max(vector: str) -> str:
+    return f"max by ({BY}) ({vector})"
+
+
+def _last(record: str, step_s: float) -> str:
+    return _max(f"last_over_time({record}[{round((step_s - _MS) * 1000)}ms])")
 
 
 @dataclass(slots=True)
@@ -46,49 +115,85 @@ class InstantReads:
     gpus: dict[Identity, int] = field(default_factory=dict)
     refs: dict[str, HostRef] = field(default_factory=dict)
     points: int = 0
+    concurrent: int = CONCURRENT
+    # The labels' identity by label set (names then values): every answer names the same GPUs.
+    identities: dict[tuple[str, ...], Identity | None] = field(default_factory=dict)
 
-    def recorded(self, name: str, times: Sequence[float]) -> Array:
-        ahead = self.reader.settings.step_s - _MS
-        query = f"max by ({BY}) (last_over_time({name}[{round(ahead * 1000)}ms]))"
-        return self._at(query, times, shift=ahead)
+    def run(self, reads: Sequence[Read], *, remember: str | None = None) -> dict[str, Array]:
+        """Each read's (GPUs seen so far, len(times)) values (NaN where none), by name; the hosts of the
+        read named `remember` are kept in `refs`."""
+        parts = [(read, lattice) for read in reads for lattice in lattices(read.times)]
+        out: dict[str, list[tuple[Array, list[int]]]] = {read.name: [] for read in reads}
+        with range_answers.collector_paused():
+            for (read, (start, step, n)), answer in zip(parts, self._answers(parts), strict=True):
+                if read.name == remember:
+                    self._remember(answer)
+                out[read.name].append(self._dense(read, answer, start=start, step=step, n=n))
+        return {read.name: self._columns(read, out[read.name]) for read in reads}
 
-    def raw(self, metric: str, times: Sequence[float]) -> Array:
-        # Hosts are remembered from the presence field's read: every GPU has it, and a label lookup per
-        # series of every read would cost as much as parsing them (a GPU first seen later, without it,
-        # makes `recorded_reader` look its host up).
-        return self._at(selector(metric), times, shift=0.0, remember=metric == features.GPU_TEMP)
-
-    def _at(self, query: str, times: Sequence[float], *, shift: float, remember: bool = False) -> Array:
-        """(GPUs seen so far, len(times)): the query's value per GPU at each time (NaN where none)."""
-        columns = {round(t, 3): i for i, t in enumerate(times)}
-        parts: list[tuple[Array, list[int]]] = []
-        for start, step, n in lattices(times):
-            answer = self.reader.query_range(
-                query, _utc(start + shift), _utc(start + shift + step * (n - 1)), step_s=step
-            )
-            if remember:
-                self._remember(answer)
+    def _answers(
+        self, parts: Sequence[tuple[Read, tuple[float, float, int]]]
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The answers in the order asked, up to `concurrent` queries in flight."""
+        _ = self.reader.client  # connect once, on this thread
+        with ThreadPoolExecutor(
+            max_workers=max(1, self.concurrent), thread_name_prefix="recorded-read"
+        ) as pool:
+            pending: deque[Future[list[dict[str, Any]]]] = deque()
+            queue = iter(parts)
             try:
-                cells = range_answers.parse(answer, self.gpus, grid_start=start + shift, step=step, n_times=n)
-            except range_answers.Malformed as exc:
-                raise PrometheusUnavailable(str(exc), query=query) from exc
-            del answer
-            dense = np.full((len(self.gpus), n), np.nan)
-            np.fmax.at(dense, (cells.index, cells.slot), cells.value)
-            self.points += len(cells.value)
-            wanted = [
-                (slot, columns[t]) for slot in range(n) if (t := round(start + step * slot, 3)) in columns
-            ]
-            parts.append((dense[:, [s for s, _ in wanted]], [c for _, c in wanted]))
-        out = np.full((len(self.gpus), len(times)), np.nan)
+                for read, (start, step, n) in itertools.islice(queue, self.concurrent):
+                    pending.append(pool.submit(self._query, read, start, step, n))
+                while pending:
+                    answer = pending.popleft().result()
+                    for read, (start, step, n) in itertools.islice(queue, 1):
+                        pending.append(pool.submit(self._query, read, start, step, n))
+                    yield answer
+            finally:
+                for future in pending:
+                    future.cancel()
+
+    def _query(self, read: Read, start: float, step: float, n: int) -> list[dict[str, Any]]:
+        lo = start + read.shift
+        return self.reader.query_range(read.query, _utc(lo), _utc(lo + step * (n - 1)), step_s=step)
+
+    def _dense(
+        self, read: Read, answer: list[dict[str, Any]], *, start: float, step: float, n: int
+    ) -> tuple[Array, list[int]]:
+        columns = {round(t, 3): i for i, t in enumerate(read.times)}
+        try:
+            cells = range_answers.parse(
+                answer,
+                self.gpus,
+                grid_start=start + read.shift,
+                step=step,
+                n_times=n,
+                identities=self.identities,
+            )
+        except range_answers.Malformed as exc:
+            raise PrometheusUnavailable(str(exc), query=read.query) from exc
+        dense = np.full((len(self.gpus), n), np.nan)
+        np.fmax.at(dense, (cells.index, cells.slot), cells.value)
+        if read.sparse:  # a GPU left out of the answer is 0; one answered NaN has no value
+            answered = np.zeros(dense.shape, dtype=bool)
+            answered[cells.index, cells.slot] = True
+            dense[~answered] = 0.0
+        self.points += len(cells.value)
+        wanted = [(slot, columns[t]) for slot in range(n) if (t := round(start + step * slot, 3)) in columns]
+        return dense[:, [s for s, _ in wanted]], [c for _, c in wanted]
+
+    def _columns(self, read: Read, parts: Sequence[tuple[Array, list[int]]]) -> Array:
+        out = np.full((len(self.gpus), len(read.times)), np.nan)
         for dense, cols in parts:
             out[: len(dense), cols] = dense
+            if read.sparse:  # GPUs first seen by a later read were not in this answer either
+                out[len(dense) :, cols] = 0.0
         return out
 
-    def _remember(self, answer: Sequence[Mapping[str, Any]]) -> None:
+    def _remember(self, answer: Sequence[Any]) -> None:
         for one in answer:
-            labels = one.get("metric", {}) if isinstance(one, Mapping) else {}
-            ref = host_ref(labels) if isinstance(labels, Mapping) else None
+            labels = one.get("metric", {}) if isinstance(one, dict) else {}
+            ref = host_ref(labels) if isinstance(labels, dict) else None
             if ref is not None and ref.node not in self.refs:
                 self.refs[ref.node] = ref
 

@@ -2,31 +2,38 @@
 
 The rules record, per GPU, how many grid rows of the week saw the last-XID gauge change to a non-zero
 value (`recorded_rules.XID_EVENTS`), one count for every code: classifying in PromQL took one `== bool
-code` per code (38 for the "workload" class), the costliest rules of the group at fleet size. A GPU with
-an XID event in its week is rare. For those GPUs only (`with_events`: one query for the fleet), the raw
-gauge is read on the 5-minute grid from a week before the first instant scored to the last (`read`: their
-hosts, in batches, one query per batch), and the three XID features are `features.events.xids` over it:
-the raw path's function on the raw path's rows, so the values are the raw path's. Every other GPU has no
-event in any of those windows: 0 (`merged`), or NaN where the short window's table has none (no XID
-sample), as `recorded_features.combine` leaves it.
+code` per code (38 for the "workload" class), the costliest rules of the group at fleet size. For the
+hosts with an event in a scored week only (`with_events`: one query for the fleet), Prometheus is asked
+for the rows where the gauge changed to a non-zero value (`_changes`: the gauge at a grid row against
+itself a row before, on the 5-minute grid from the first row of the first instant's week to the last
+instant; their hosts in batches, one query per batch), and Sickbay classifies each code and counts them
+in the windows (`_counts`), as `features.events.xids` does over the raw rows: an event is a valid row
+whose value differs from the row before and is not 0. Only the changes travel, not a week of the sticky
+gauge (which holds its last code for days: NVIDIA's `DCGM_FI_DEV_XID_ERRORS` is "the value of the last
+XID error encountered", https://docs.nvidia.com/datacenter/dcgm/latest/dcgm-api/dcgm-api-field-ids.html).
+A scored GPU is regular (a sample at every row of the week: `recorded_reader`), so the row before is the
+raw path's previous valid row and every window holds samples. Every GPU without a change in those
+windows has no event: 0 (`merged`), or NaN where the short window's table has none (no XID sample), as
+`recorded_features.combine` leaves it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
+from app.predict import range_answers
 from app.predict import recorded_rules as rr
-from app.predict.features import compute, events
 from app.predict.features import fields as f
 from app.predict.features.frame import KEY_COLUMNS
-from app.predict.features.series import W7D
-from app.predict.prometheus import Reader
-from app.predict.promql import HostRef, host_ref
+from app.predict.features.series import W7D, W24H
+from app.predict.prometheus import PrometheusUnavailable, Reader
+from app.predict.promql import HostRef, host_matchers, host_ref, selector
+from app.predict.recorded_reads import BY
 
 FEATURES: tuple[str, ...] = ("xid_ignore_events_24h", "xid_workload_events_24h", "xid_hardware_events_7d")
 HOST_BATCH = 200  # hosts per raw read: one query per batch
@@ -52,28 +59,77 @@ def with_events(reader: Reader, instants: Sequence[float]) -> list[HostRef]:
 
 
 def read(reader: Reader, instants: Sequence[float], *, nodes: Collection[str]) -> pd.DataFrame:
-    """`KEY_COLUMNS` and `FEATURES` at the instants for every GPU of the hosts in `nodes` with an event."""
+    """`KEY_COLUMNS` and `FEATURES` at the instants for every GPU of the hosts in `nodes` with a change."""
     hosts = [h for h in with_events(reader, instants) if h.node in nodes]
-    xid = Reader(replace(reader.settings, metrics=(f.XID,)), client=reader.client)
-    start = datetime.fromtimestamp(instants[0] - W7D, UTC)  # the row before the week's first
-    end = datetime.fromtimestamp(instants[-1], UTC)
-    parts = [
-        _features(xid.read(start, end, hosts=hosts[lo : lo + HOST_BATCH]), instants)
-        for lo in range(0, len(hosts), HOST_BATCH)
-    ]
-    reader.queries += xid.queries
-    columns = [*KEY_COLUMNS, *FEATURES]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+    step = reader.settings.step_s
+    first = instants[0] - W7D + step  # the first row of the first instant's week
+    n_rows = round((instants[-1] - first) / step) + 1
+    gpus: dict[tuple[str, int, str], int] = {}
+    found: list[range_answers.Cells] = []
+    with range_answers.collector_paused():
+        for lo in range(0, len(hosts), HOST_BATCH):
+            query = _changes(host_matchers(hosts[lo : lo + HOST_BATCH]), step)
+            answer = reader.query_range(query, _utc(first), _utc(instants[-1]))
+            try:
+                found.append(range_answers.parse(answer, gpus, grid_start=first, step=step, n_times=n_rows))
+            except range_answers.Malformed as exc:
+                raise PrometheusUnavailable(str(exc), query=query) from exc
+    if not gpus:
+        return pd.DataFrame(columns=[*KEY_COLUMNS, *FEATURES])
+    index = np.concatenate([c.index for c in found])
+    slot = np.concatenate([c.slot for c in found])
+    code = np.concatenate([c.value for c in found])
+    return _counts(gpus, index, slot, code, instants, first=first, step=step)
 
 
-def _features(frame: pd.DataFrame, instants: Sequence[float]) -> pd.DataFrame:
-    df, s = compute.prepared(frame)
-    s.keep(np.isin(s.t, np.asarray(instants, dtype=np.float64)))
-    out = df.keys.iloc[s.out].reset_index(drop=True)[list(KEY_COLUMNS)]
-    values = events.xids(df, s)
-    for name in FEATURES:
-        out[name] = values.get(name, np.full(len(out), np.nan))
-    return out
+def _changes(matchers: Sequence[str], step: float) -> str:
+    """The rows where a GPU's XID gauge differs from the row before and is not 0 (a NaN is no sample)."""
+    now = f"(max by ({BY}) ({selector(f.XID, matchers)}) > -Inf)"
+    before = f"(max by ({BY}) ({selector(f.XID, matchers, offset_s=step)}) > -Inf)"
+    return f"({now} != {before}) != 0"
+
+
+def _counts(
+    gpus: Mapping[tuple[str, int, str], int],
+    index: npt.NDArray[np.int64],
+    slot: npt.NDArray[np.int64],
+    code: npt.NDArray[np.float64],
+    instants: Sequence[float],
+    *,
+    first: float,
+    step: float,
+) -> pd.DataFrame:
+    """Each GPU's events by class in the windows ending at each instant (`events.xids`' classes)."""
+    codes = code.astype(np.int64)
+    ignore = np.isin(codes, list(f.XID_IGNORE))
+    hardware = np.isin(codes, list(f.XID_HARDWARE))
+    classes = {
+        "xid_ignore_events_24h": (ignore, W24H),
+        "xid_workload_events_24h": (~ignore & ~hardware, W24H),
+        "xid_hardware_events_7d": (hardware, W7D),
+    }
+    n = len(gpus)
+    identities = sorted(gpus, key=gpus.__getitem__)
+    parts = []
+    for t in instants:
+        last = round((t - first) / step)
+        part = pd.DataFrame(
+            {
+                "node": [g[0] for g in identities],
+                "gpu": np.array([g[1] for g in identities], dtype=np.int64),
+                "uuid": [g[2] for g in identities],
+                "timestamp": np.full(n, t, dtype=np.float64),
+            }
+        )
+        for name, (kind, window) in classes.items():
+            inside = kind & (slot <= last) & (slot > last - round(window / step))
+            part[name] = np.bincount(index[inside], minlength=n).astype(np.float64)
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
+def _utc(t: float) -> datetime:
+    return datetime.fromtimestamp(t, UTC)
 
 
 def merged(table: pd.DataFrame, xid: pd.DataFrame) -> pd.DataFrame:

@@ -540,6 +540,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="evaluate the rules' cost on copied fleets up to this many nodes (minutes per size beyond)",
     )
     parser.add_argument("--child-timeout-s", type=float, default=3600.0)
+    parser.add_argument("--keep", type=Path, help="keep each recorded size's TSDB under this folder")
     bench_scoring.add_common_options(parser, out=OUT)
     args = parser.parse_args(list(argv))
     if args.quick:
@@ -608,6 +609,9 @@ def main(argv: Sequence[str] | None = None) -> Group:
                 print(f"  {kind} {nodes}: failed: {exc}", file=sys.stderr)
                 continue
             finally:
+                if args.keep is not None and kind == "recorded" and (work / "tsdb").exists():
+                    args.keep.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(work / "tsdb"), args.keep / f"{kind}-{nodes}")  # to profile reads on
                 if work.name != "base":
                     shutil.rmtree(work, ignore_errors=True)
             row["seconds"] = time.perf_counter() - size_started
