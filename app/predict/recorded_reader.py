@@ -5,10 +5,13 @@ Each cycle asks Prometheus whether the rules' series exist (`count(gpu:…:count
 - yes (the *recorded* path): at the two instants scoring reads (the last grid instant the rules have
   recorded, up to a step or two before now as their group's phase has it, and `sustain_s` before), the
   rules' long windows (`recorded_rules.READ`), their hourly sums at those instants and at each of the five
-  hours before (`READ_HOURLY`, summed here into 6 h windows) and the exporter's fields themselves
-  (`recorded_reads`): one range query per series for the whole fleet, a few points each, no raw window.
-  The records of fields no GPU exports (and of the volatile ECC counters where the aggregate ones are
-  exported) are not read: no feature reads them.
+  hours before (`READ_HOURLY`, summed here into 6 h windows), the GPU temperature (every GPU, new ones
+  too) and the few fields read for their values (`recorded_reads`, `recorded_presence`): one range query
+  per series for the whole fleet, a few points each, no raw window. Records that count events and the
+  value fields are read sparse (their non-zero values, and per field the GPUs lacking it), since a
+  series answered costs the same whatever it holds. The records of fields no series is named after (the
+  label-values API), and of the volatile ECC counters where the aggregate ones are exported, are not read:
+  no feature reads them.
   Memory grows with the GPUs times the features, not with GPUs x look-back. The features of regular GPUs
   come from those values (`recorded_features`). Hosts with a GPU that is not regular (less than a full week
   of samples, a counter reset within it, no recorded values) are read raw over the look-back, in batches
@@ -56,7 +59,8 @@ HOST_BATCH = 200  # hosts per raw read of the irregular ones: one query per metr
 
 @dataclass(frozen=True, slots=True)
 class FeatureRead:
-    """One cycle's read: the raw samples it saw (for the fields the fleet lacks) and the features table."""
+    """One cycle's read: the exporter's samples it saw (for the fields the fleet lacks; on the recorded
+    path the fields not read for their values hold `recorded_presence.PRESENT`) and the features table."""
 
     path: str
     frame: pd.DataFrame
