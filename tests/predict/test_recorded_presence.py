@@ -244,3 +244,38 @@ def test_a_failed_query_is_prometheus_unavailable_and_stops_the_rest() -> None:
     with pytest.raises(PrometheusUnavailable, match="refused"):
         reads.run([recorded_reads.expression(str(i), str(i), [T]) for i in range(40)])
     assert len(client.started) < 40
+
+
+class _Overlap:
+    """A client that notes which queries were answering at the same time."""
+
+    def __init__(self) -> None:
+        self.active: set[str] = set()
+        self.together: list[frozenset[str]] = []
+        self.lock = threading.Lock()
+
+    def custom_query_range(
+        self, query: str, start_time: datetime, end_time: datetime, step: str, **_: Any
+    ) -> list[dict[str, Any]]:
+        with self.lock:
+            self.active.add(query)
+            self.together.append(frozenset(self.active))
+        time.sleep(0.05)
+        with self.lock:
+            self.active.discard(query)
+        return []
+
+
+def test_a_many_point_read_is_in_flight_alone_and_two_point_reads_three_at_a_time() -> None:
+    client = _Overlap()
+    reads = recorded_reads.InstantReads(Reader(ReaderSettings(step_s=STEP), client=client), concurrent=3)
+    hours = [T + 3600.0 * k for k in range(12)]  # one query of 12 points
+    pairs = [T, T + 1800.0]  # one query of 2 points
+    plan = [
+        *(("pair", i, pairs) for i in range(4)),
+        ("hours", 0, hours),
+        *(("pair", i, pairs) for i in range(4, 8)),
+    ]
+    reads.run([recorded_reads.expression(f"{kind}{i}", f"{kind}{i}", times) for kind, i, times in plan])
+    assert max(len(group) for group in client.together) == 3  # three two-point reads overlap
+    assert all(group == {"hours0"} for group in client.together if "hours0" in group)
