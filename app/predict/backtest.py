@@ -241,7 +241,7 @@ def assess(
     else:
         fails = failures if failures is not None else history.empty()
         repairs = replay.resets
-        traps = pd.DataFrame(columns=["kind", "node", "gpu", "uuid"])
+        traps = pd.DataFrame(columns=list(dataset.TRAP_COLUMNS))
         source = "xid" if failures is not None else "none"
     fails = backtest_judge.normalised_failures(fails)
     keys = replay.scores[["node", "gpu", "uuid", "timestamp"]]

@@ -41,7 +41,8 @@ def summarise(
             "kind": trap_kind[is_trap],
         }
     ).drop_duplicates("gpu")
-    trapped = alarms[(alarms["trap"] != "") & (alarms["outcome"] == "false")]
+    false_alarms = alarms[alarms["outcome"] == "false"]
+    trapped = false_alarms[false_alarms["trap"] != ""]
     flagged_traps = trapped.assign(
         gpu=trapped["node"].astype(str) + "/" + trapped["gpu"].astype(str) + "/" + trapped["uuid"].astype(str)
     ).drop_duplicates("gpu")
@@ -63,6 +64,12 @@ def summarise(
         "false_alarms": false,
         "node_days": node_days,
         "false_alarms_per_1000_node_days": _ratio(false * 1000.0, node_days),
+        # By the trap kind the GPU was when the alarm began ('none': no trap then), so alarms on a
+        # precursor that later recovered (`recovered-precursor`) read apart from those on quiet hardware.
+        "false_alarms_by_trap": {
+            str(k): int(v)
+            for k, v in false_alarms["trap"].replace("", "none").value_counts().sort_index().items()
+        },
         "traps": {
             "gpus": len(trap_gpus),
             "flagged": len(flagged_traps),

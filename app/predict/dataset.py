@@ -150,8 +150,12 @@ def truth_from_dict(raw: dict[str, Any]) -> Truth:
     )
 
 
+TRAP_COLUMNS: tuple[str, ...] = ("kind", "node", "gpu", "uuid", "start", "until")
+
+
 def _traps(raw: dict[str, Any]) -> pd.DataFrame:
-    """One row per trap: kind, node, gpu (-1: every GPU of the node), uuid ('' when by slot)."""
+    """One row per trap: kind, node, gpu (-1: every GPU of the node), uuid ('' when by slot), and for an
+    episode (a precursor that recovered) its `start` and `until` (Unix seconds; NaN for a standing trap)."""
     rows: list[dict[str, Any]] = []
     buggy_jobs = set()
     for trap in raw.get("traps", []):
@@ -165,6 +169,8 @@ def _traps(raw: dict[str, Any]) -> pd.DataFrame:
                 "node": trap.get("node") or "",
                 "gpu": -1 if gpu is None else int(gpu),
                 "uuid": trap.get("uuid") or "",
+                "start": _float(trap.get("time_ts")),
+                "until": _float(trap.get("until_ts")),
             }
         )
     # A buggy job's XIDs follow the job: the GPUs they landed on are traps for the model.
@@ -176,9 +182,11 @@ def _traps(raw: dict[str, Any]) -> pd.DataFrame:
                     "node": record["node"],
                     "gpu": int(record["gpu"]),
                     "uuid": record.get("uuid") or "",
+                    "start": float("nan"),
+                    "until": float("nan"),
                 }
             )
-    return pd.DataFrame(rows, columns=["kind", "node", "gpu", "uuid"]).drop_duplicates(ignore_index=True)
+    return pd.DataFrame(rows, columns=list(TRAP_COLUMNS)).drop_duplicates(ignore_index=True)
 
 
 def _float(value: Any) -> float:
@@ -209,18 +217,31 @@ def dataset_hash(directories: Sequence[Path]) -> str:
     return data_hash(files)
 
 
+# How long after an episode trap stops its rows are still its own: the features' longest short window
+# (24 h: remapped-row growth, SBE persistence, link rates) still holds the episode's counts for a day, so a
+# flag in that day is the episode's doing, not the standing trap's (or no trap's) the GPU is otherwise.
+EPISODE_TAIL_S = 86400.0
+
+
 def trap_kinds(traps: pd.DataFrame, rows: pd.DataFrame) -> npt.NDArray[np.object_]:
-    """For each row (node, gpu, uuid), the kind of trap its GPU is, or '' (by UUID, then slot, then node)."""
+    """For each row (node, gpu, uuid, timestamp), the kind of trap its GPU is at that time, or ''.
+
+    A standing trap (no `start`: a hot rack, chronic SBE, background link noise, a buggy job's GPU) holds
+    for every row of its GPU (found by UUID, then slot, then node). An episode (`start`..`until`: a
+    precursor that recovered) holds from its start to `EPISODE_TAIL_S` after it stops and overrides a
+    standing kind there: a GPU can be both, and an alarm is the trap's it was raised under."""
     kinds = np.full(len(rows), "", dtype=object)
     if traps.empty or rows.empty:
         return kinds
-    records = [{str(k): v for k, v in r.items()} for r in traps.to_dict("records")]
+    episodic = pd.to_numeric(traps["start"], errors="coerce").notna() if "start" in traps else None
+    standing = traps if episodic is None else traps[~episodic]
+    slot = rows["node"].astype(str) + "/" + rows["gpu"].astype(np.int64).astype(str)
+    records = [{str(k): v for k, v in r.items()} for r in standing.to_dict("records")]
     by_uuid = {r["uuid"]: r["kind"] for r in records if r["uuid"]}
     by_slot = {
         f"{r['node']}/{int(r['gpu'])}": r["kind"] for r in records if not r["uuid"] and int(r["gpu"]) >= 0
     }
     by_node = {r["node"]: r["kind"] for r in records if not r["uuid"] and int(r["gpu"]) < 0}
-    slot = rows["node"].astype(str) + "/" + rows["gpu"].astype(np.int64).astype(str)
     for keys, mapping in (
         (rows["uuid"].astype(str), by_uuid),
         (slot, by_slot),
@@ -229,4 +250,16 @@ def trap_kinds(traps: pd.DataFrame, rows: pd.DataFrame) -> npt.NDArray[np.object
         found = keys.map(mapping).to_numpy(dtype=object)
         fill = (kinds == "") & pd.notna(found)
         kinds[fill] = found[fill]
+    if episodic is not None and episodic.any():
+        t = pd.to_numeric(rows["timestamp"]).to_numpy(dtype=np.float64)
+        uuid = rows["uuid"].astype(str).to_numpy()
+        slots = slot.to_numpy()
+        for record in traps[episodic].to_dict("records"):
+            gpu = (
+                uuid == record["uuid"]
+                if record["uuid"]
+                else slots == f"{record['node']}/{int(record['gpu'])}"
+            )
+            until = float(record["until"]) if pd.notna(record["until"]) else np.inf
+            kinds[gpu & (t >= float(record["start"])) & (t <= until + EPISODE_TAIL_S)] = record["kind"]
     return kinds

@@ -93,6 +93,9 @@ class Metrics:
     # per kind (flagged ones are in `trap_gpus_flagged_by_kind`).
     failures_by_mode: dict[str, dict[str, int]] = field(default_factory=dict)
     trap_gpus_by_kind: dict[str, int] = field(default_factory=dict)
+    # False alarms by the trap kind their first row was under ('none': a GPU that was no trap then), so
+    # alarms on a precursor that later recovered read apart from alarms on quiet hardware.
+    false_alarms_by_trap: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _json_number(v) for k, v in asdict(self).items()}
@@ -194,7 +197,7 @@ def evaluate(scores: npt.NDArray[np.float64], data: EvalSet, *, threshold: float
     fp = int(np.sum(flagged_rows[usable] & (y == 0)))
     positives = int(np.sum(y))
     pr_auc = float(average_precision_score(y, p)) if 0 < positives < len(y) else float("nan")
-    alarms = _alarms(data, flagged_rows)
+    alarms, false_by_trap = _alarms(data, flagged_rows)
     days = node_days(data.keys)
     caught = _failures_caught(data, flagged_rows)
     with_precursor = caught[caught["has_precursor"]]
@@ -227,6 +230,7 @@ def evaluate(scores: npt.NDArray[np.float64], data: EvalSet, *, threshold: float
         trap_gpus_flagged_by_kind=traps[2],
         failures_by_mode=_by_mode(caught),
         trap_gpus_by_kind=traps[3],
+        false_alarms_by_trap=false_by_trap,
     )
 
 
@@ -259,10 +263,11 @@ def _order(keys: pd.DataFrame) -> npt.NDArray[np.int64]:
     return np.lexsort((keys["timestamp"].to_numpy(), keys["gpu"].to_numpy(), node)).astype(np.int64)
 
 
-def _alarms(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> dict[int, int]:
-    """Alarm runs by the status of their first row."""
+def _alarms(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> tuple[dict[int, int], dict[str, int]]:
+    """Alarm runs by the status of their first row, and the false ones (first row negative) by the trap
+    kind of that row ('none' where it is no trap)."""
     if not len(data):
-        return {}
+        return {}, {}
     order = _order(data.keys)
     node = data.keys["node"].astype(str).to_numpy()[order]
     gpu = data.keys["gpu"].to_numpy()[order]
@@ -272,8 +277,12 @@ def _alarms(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> dict[int, int]:
     previous = np.zeros(len(order), dtype=bool)
     previous[1:] = f[:-1]
     starts = f & ~(same & previous)
-    values, counts = np.unique(data.labels.status[order][starts], return_counts=True)
-    return {int(v): int(c) for v, c in zip(values, counts, strict=True)}
+    status = data.labels.status[order]
+    values, counts = np.unique(status[starts], return_counts=True)
+    false_starts = starts & (status == Status.NEGATIVE)
+    kinds = pd.Series(data.trap_kind[order][false_starts], dtype=object).replace("", "none")
+    by_trap = {str(k): int(v) for k, v in kinds.value_counts().sort_index().items()}
+    return {int(v): int(c) for v, c in zip(values, counts, strict=True)}, by_trap
 
 
 def node_days(keys: pd.DataFrame) -> float:
@@ -325,6 +334,9 @@ def _failures_caught(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> pd.DataFr
 
 
 def _traps(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> tuple[int, int, dict[str, int], dict[str, int]]:
+    """Trap GPUs, those flagged while a trap, and both by kind. A GPU is counted under each kind it was
+    (`dataset.trap_kinds`: an episode and a standing trap on one GPU are two kinds at different times),
+    and flagged under the kind of the rows flagged."""
     is_trap = data.trap_kind != ""
     if not is_trap.any():
         return 0, 0, {}, {}
@@ -333,8 +345,8 @@ def _traps(data: EvalSet, flagged: npt.NDArray[np.bool_]) -> tuple[int, int, dic
     frame = pd.DataFrame(
         {"gpu": gpu_key.to_numpy(), "kind": data.trap_kind[is_trap], "flagged": flagged[is_trap]}
     )
-    per_gpu = frame.groupby("gpu").agg(kind=("kind", "first"), flagged=("flagged", "any"))
-    hit = per_gpu[per_gpu["flagged"]]
+    per_kind = frame.groupby(["gpu", "kind"], sort=False)["flagged"].any().reset_index()
+    hit = per_kind[per_kind["flagged"]]
     by_kind = {str(k): int(v) for k, v in hit["kind"].value_counts().items()}
-    every_kind = {str(k): int(v) for k, v in per_gpu["kind"].value_counts().items()}
-    return len(per_gpu), len(hit), by_kind, every_kind
+    every_kind = {str(k): int(v) for k, v in per_kind["kind"].value_counts().items()}
+    return int(per_kind["gpu"].nunique()), int(hit["gpu"].nunique()), by_kind, every_kind

@@ -108,7 +108,7 @@ def retrain(
         end=end.timestamp(),
         failures=failures,
         repairs=pd.DataFrame(columns=["node", "time", "kind"]),  # the journal records no repairs yet
-        traps=pd.DataFrame(columns=["kind", "node", "gpu", "uuid"]),
+        traps=pd.DataFrame(columns=list(dataset.TRAP_COLUMNS)),
     )
     where = redact(reader.settings.url)
     steps = steps if steps is not None else train.Steps(show=False)

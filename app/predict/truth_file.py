@@ -7,13 +7,16 @@ A dataset directory (its `truth.json`) or a JSON file shaped like the simulator'
                    "failure_time_ts": 1767225600, "fault_class": "replace",
                    "precursor_start_ts": 1767182400, "mode": "hbm-degradation"}, ...],
      "ops": [{"node": "node-007", "time_ts": 1767229200, "kind": "replace"}],
-     "traps": [{"kind": "stable-high-sbe", "node": "node-011", "gpu": 0, "uuid": "GPU-..."}]}
+     "traps": [{"kind": "stable-high-sbe", "node": "node-011", "gpu": 0, "uuid": "GPU-..."},
+               {"kind": "recovered-precursor", "node": "node-012", "gpu": 5, "uuid": "GPU-...",
+                "time_ts": 1767139200, "until_ts": 1767182400}]}
 
 Required per failure: `id`, `node`, `gpu`, `failure_time_ts` (Unix seconds) and `fault_class` (or
 `expected_class`): reset-gpu, reboot-node or replace count as hardware. Optional: `uuid`,
 `precursor_start_ts` (a known precursor: recall with precursors, early alarms), `mode`. `ops` of kind
 reboot or replace are the repairs; `pending` (failures after the range, by XID), `ops` and `traps` may be
-left out.
+left out. A trap with `time_ts` is an episode (`until_ts`: when it stopped; none: it did not): its GPU is
+that trap from then until a day after it stopped (`dataset.trap_kinds`); one without is a trap throughout.
 """
 
 from __future__ import annotations

@@ -250,15 +250,25 @@ def _cell(summary: Any, path: tuple[str, ...]) -> str:
     return f"{float(node):.{digits}f}"
 
 
+def by_trap(summary: Any) -> str:
+    """The false alarms by the trap kind they began under (`backtest_summary`), e.g.
+    `none 2, recovered-precursor 3`: what the false-alarm rate is made of."""
+    counts = summary.get("false_alarms_by_trap") if isinstance(summary, dict) else None
+    if not isinstance(counts, dict):
+        return "n/a"
+    return ", ".join(f"{kind} {count}" for kind, count in counts.items()) or "-"
+
+
 def table(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
     """One row per fleet: the model's figures, then the rules baseline's where the backtest has them."""
     baseline = any(isinstance(body.get("baseline"), dict) for _, body in results)
-    head = ["fleet", *(name for name, _ in COLUMNS), "recall, exported precursors"]
+    head = ["fleet", *(name for name, _ in COLUMNS), "false alarms by trap", "recall, exported precursors"]
     if baseline:
         head += [*(f"rules {name}" for name, _ in COLUMNS), "beats rules"]
     rows = [head]
     for name, body in results:
         cells = [name, *(_cell(body.get("summary"), path) for _, path in COLUMNS)]
+        cells.append(by_trap(body.get("summary")))
         seen = visibility(body)
         cells.append("n/a" if seen.recall is None else f"{seen.recall:.3f} ({seen.caught}/{seen.visible})")
         if baseline:

@@ -159,11 +159,12 @@ def row(name: str, m: dict[str, Any]) -> str:
     return (
         f"{name:<24} {m['precision'] if m['precision'] is not None else float('nan'):>9.3f} "
         f"{m['event_recall_with_precursor'] or 0:>8.3f} {lead if lead is not None else float('nan'):>7.1f} "
-        f"{m['false_alarms_per_1000_node_days'] or 0:>8.2f} {m['trap_gpus_flagged']:>4}/{m['trap_gpus']:<4}"
+        f"{m['false_alarms_per_1000_node_days'] or 0:>8.2f} {m['trap_gpus_flagged']:>4}/{m['trap_gpus']:<4} "
+        + ", ".join(f"{kind} {count}" for kind, count in m.get("false_alarms_by_trap", {}).items())
     )
 
 
-HEADER = f"{'fleet':<24} {'precision':>9} {'recall':>8} {'lead h':>7} {'FA/1kND':>8} {'traps':>9}"
+HEADER = f"{'fleet':<24} {'precision':>9} {'recall':>8} {'lead h':>7} {'FA/1kND':>8} {'traps':>9} false alarms by trap"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
