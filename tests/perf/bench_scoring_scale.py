@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -110,10 +111,12 @@ def child_main(args: argparse.Namespace) -> None:
     for name, at in (("cold", args.now), ("warm", args.now + STEP_S)):
         queries[0], read_s[0] = 0, 0.0
         cpu = resource.getrusage(resource.RUSAGE_SELF)
+        prometheus_cpu = _prometheus_cpu_s(args.url)
         started = time.perf_counter()
         cycle = scoring.run_once(datetime.fromtimestamp(at, UTC))
         seconds = time.perf_counter() - started
         used = resource.getrusage(resource.RUSAGE_SELF)
+        prometheus_used = _prometheus_cpu_s(args.url) - prometheus_cpu
         if cycle.status is not service.CycleStatus.SCORED or cycle.scores is None:
             raise SystemExit(f"{name} cycle not scored: {cycle.status} {cycle.reason}")
         got = seen[-1]
@@ -124,6 +127,10 @@ def child_main(args: argparse.Namespace) -> None:
             "score_s": seconds - read_s[0],
             # Sickbay's own CPU for the cycle (user + system), apart from Prometheus' answering.
             "cpu_s": used.ru_utime - cpu.ru_utime + used.ru_stime - cpu.ru_stime,
+            # Prometheus' CPU over the cycle (its own process_cpu_seconds_total, read before and after): what
+            # answering the cycle's queries costs it, apart from Sickbay's, so the cycle's floor with
+            # Prometheus on cores of its own can be told from this machine's, where both share two.
+            "prometheus_cpu_s": prometheus_used,
             "queries": queries[0],
             "path": got.path,
             "raw_hosts": got.raw_hosts,
@@ -134,6 +141,19 @@ def child_main(args: argparse.Namespace) -> None:
             "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
     print(json.dumps(out))
+
+
+def _prometheus_cpu_s(url: str) -> float:
+    """Prometheus' own `process_cpu_seconds_total` (its /metrics; NaN when it cannot be read)."""
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except OSError:
+        return math.nan
+    for line in text.splitlines():
+        if line.startswith("process_cpu_seconds_total "):
+            return float(line.split()[1])
+    return math.nan
 
 
 def _peak_rss_mib() -> float:
