@@ -110,6 +110,7 @@ def child_main(args: argparse.Namespace) -> None:
     out: dict[str, Any] = {}
     for name, at in (("cold", args.now), ("warm", args.now + STEP_S)):
         queries[0], read_s[0] = 0, 0.0
+        seen.clear()  # the last cycle's read is the service's to keep or let go, not the benchmark's
         cpu = resource.getrusage(resource.RUSAGE_SELF)
         prometheus_cpu = _prometheus_cpu_s(args.url)
         started = time.perf_counter()
