@@ -43,9 +43,10 @@ def summarise(
     ).drop_duplicates("gpu")
     false_alarms = alarms[alarms["outcome"] == "false"]
     trapped = false_alarms[false_alarms["trap"] != ""]
+    # A GPU flagged under two kinds (an episode on a standing trap's GPU) counts once in all, once per kind.
     flagged_traps = trapped.assign(
         gpu=trapped["node"].astype(str) + "/" + trapped["gpu"].astype(str) + "/" + trapped["uuid"].astype(str)
-    ).drop_duplicates("gpu")
+    ).drop_duplicates(["gpu", "trap"])
     return {
         "alarms": len(alarms),
         "alarms_by_outcome": by_outcome,
@@ -72,7 +73,7 @@ def summarise(
         },
         "traps": {
             "gpus": len(trap_gpus),
-            "flagged": len(flagged_traps),
+            "flagged": int(flagged_traps["gpu"].nunique()),
             "flagged_by_kind": {str(k): int(v) for k, v in flagged_traps["trap"].value_counts().items()},
         },
         "nodes_flagged": int(alarms.loc[alarms["outcome"] != "after-failure", "node"].nunique()),

@@ -9,10 +9,13 @@ counted as an app-XID trap).
 
 from __future__ import annotations
 
+import math
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 
-from app.predict import dataset, evaluate, labels
+from app.predict import backtest_summary, dataset, evaluate, labels
 
 HOUR = 3600.0
 T0 = 1_740_960_000.0
@@ -47,10 +50,10 @@ def _rows(node: str, gpu: int, uuid: str, hours: list[float]) -> pd.DataFrame:
 
 def test_truth_keeps_an_episodes_start_and_stop() -> None:
     traps = _truth().traps
-    recovered = traps[traps["uuid"] == "GPU-a"].set_index("kind")
-    assert recovered.loc["recovered-precursor", "start"] == T0 + 10 * HOUR
-    assert recovered.loc["recovered-precursor", "until"] == T0 + 20 * HOUR
-    assert np.isnan(recovered.loc["app-xid-job", "start"])
+    by_kind = {r["kind"]: r for r in traps[traps["uuid"] == "GPU-a"].to_dict("records")}
+    assert by_kind["recovered-precursor"]["start"] == T0 + 10 * HOUR
+    assert by_kind["recovered-precursor"]["until"] == T0 + 20 * HOUR
+    assert math.isnan(by_kind["app-xid-job"]["start"])
     assert list(traps.columns) == list(dataset.TRAP_COLUMNS)
 
 
@@ -140,3 +143,30 @@ def test_an_alarm_on_no_trap_is_counted_as_none() -> None:
     m = evaluate.evaluate(np.array([0.0, 1.0, 1.0]), data, threshold=0.5)
     assert m.false_alarms_by_trap == {"none": 1}
     assert (m.trap_gpus, m.trap_gpus_flagged) == (0, 0)
+
+
+def test_a_backtests_summary_counts_false_alarms_by_trap_and_a_gpu_under_each_kind_it_was_flagged() -> None:
+    alarms = pd.DataFrame(
+        {
+            "node": ["n1", "n1", "n2", "n3"],
+            "gpu": [0, 0, 1, 2],
+            "uuid": ["GPU-a", "GPU-a", "GPU-b", "GPU-c"],
+            "outcome": ["false", "false", "false", "true"],
+            "trap": ["app-xid-job", "recovered-precursor", "", "recovered-precursor"],
+        }
+    )
+    caught = pd.DataFrame({"scored": [True], "has_precursor": [True], "caught": [True], "lead_h": [10.0]})
+    keys = _rows("n1", 0, "GPU-a", [0, 1])
+    replay = SimpleNamespace(nodes=3, start=T0, end=T0 + 10 * 86400.0)
+    summary = backtest_summary.summarise(
+        replay,  # type: ignore[arg-type]
+        alarms,
+        caught,
+        np.array(["app-xid-job", "recovered-precursor"], dtype=object),
+        keys,
+        known_precursors=True,
+    )
+    assert summary["false_alarms"] == 3
+    assert summary["false_alarms_by_trap"] == {"app-xid-job": 1, "none": 1, "recovered-precursor": 1}
+    assert summary["traps"]["flagged"] == 1  # one GPU, flagged under two kinds
+    assert summary["traps"]["flagged_by_kind"] == {"app-xid-job": 1, "recovered-precursor": 1}
