@@ -14,19 +14,20 @@ Two kinds of series:
 - an exporter's field (`raw`): its value at `g` as the raw path reads it (`Reader.read`: the selector at
   `g`, Prometheus' look-back delta), under both DCGM names; several series of a GPU keep the largest.
 
-What a cycle costs is series answered, not points: Prometheus serialises and Sickbay parses each series
-of an answer with its labels (about 5 µs a series here, of which JSON 2 µs and the labels' identity 1 µs).
-So every read of an exporter's field keeps only the labels naming the GPU (`max by (BY)`: a raw field's
-series carry a dozen exporter labels, and a GPU may have several). A record is read without it: the rules
-already keep only those labels, and grouping costs Prometheus more than the rest of the read (8,000 GPUs,
-one record at 12 instants: 170 ms of its CPU with `max by`, 60 ms without, Prometheus 2.42); where a
-record has several series for one GPU (Thanos Ruler replicas, each with its own external labels), they
-name the same GPU and the largest value is kept, as `max by` would. The labels' identity is computed once
-per label set, the metric's name aside (`InstantReads.identities`), a
-*sparse* read answers only the GPUs where it is not 0 (an event counter is 0 on almost every GPU), and a
-field's `lacking_*` read, sparse too, the GPUs without it (a field a GPU does not export must stay
-missing, not read as 0: one such read per field, not per record, since each costs Prometheus a join),
-and up to `CONCURRENT` queries are in flight while the answers are parsed, in the
+What a cycle costs is mostly Prometheus evaluating each read over every GPU's series (at 1,000 nodes its
+CPU is ~4x Sickbay's, and a sparse read that answers no series costs it about as much as a dense one),
+then Sickbay parsing each series answered with its labels (about 5 µs a series, of which JSON 2 µs and
+the labels' identity 1 µs). Grouping was most of Prometheus' share (8,000 GPUs, one record at 12
+instants: 170 ms of its CPU with `max by`, 60 ms without, Prometheus 2.42), so only a dense read of an
+exporter's field groups to the labels naming the GPU (`max by (BY)`: its series carry a dozen exporter
+labels, and a GPU may have several). A record is read as it is: the rules already keep only those labels,
+and where a record has several series for one GPU (Thanos Ruler replicas, each with its own external
+labels) they name the same GPU and Sickbay keeps the largest, as `max by` would; so does a sparse field's
+few series. The labels' identity is computed once per label set, the metric's name aside
+(`InstantReads.identities`); a *sparse* read answers only the GPUs where it is not 0 (an event counter is
+0 on almost every GPU), and a field's `lacking_*` read, sparse too, the GPUs without it (a field a GPU
+does not export must stay missing, not read as 0: one such read per field, not per record, since each
+costs Prometheus a join); up to `CONCURRENT` queries are in flight while the answers are parsed, in the
 order asked, so GPUs are numbered the same every time.
 """
 
