@@ -145,15 +145,19 @@ def child_main(args: argparse.Namespace) -> None:
 
 
 def _prometheus_cpu_s(url: str) -> float:
-    """Prometheus' own `process_cpu_seconds_total` (its /metrics; NaN when it cannot be read)."""
+    """Prometheus' own `process_cpu_seconds_total` (NaN when it cannot be read)."""
     try:
-        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
-            text = response.read().decode()
+        return prometheus_own(url, "process_cpu_seconds_total", timeout_s=10)
     except OSError:
         return math.nan
-    for line in text.splitlines():
-        if line.startswith("process_cpu_seconds_total "):
-            return float(line.split()[1])
+
+
+def prometheus_own(url: str, name: str, *, timeout_s: float) -> float:
+    """One of Prometheus' own metrics, from its /metrics (NaN when it has none of that name)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=timeout_s) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(f"{name} "):
+                return float(line.split()[1])
     return math.nan
 
 
@@ -215,12 +219,9 @@ class Served:
 
     def sample_rss(self) -> float:
         """Prometheus' own resident memory now (`process_resident_memory_bytes`), kept as the peak."""
-        import urllib.request  # noqa: PLC0415
-
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as response:
-            for line in response.read().decode().splitlines():
-                if line.startswith("process_resident_memory_bytes "):
-                    self.peak_rss_mib = max(self.peak_rss_mib, float(line.split()[1]) / 2**20)
+        rss = prometheus_own(self.url, "process_resident_memory_bytes", timeout_s=30)
+        if not math.isnan(rss):
+            self.peak_rss_mib = max(self.peak_rss_mib, rss / 2**20)
         return self.peak_rss_mib
 
     def load(self, blocks: Path) -> None:

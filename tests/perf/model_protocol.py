@@ -36,6 +36,7 @@ from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from app.predict import dataset, evaluate, features, registry, split, train
 from app.sim.fleet import personality
+from tests.perf import backtest_acceptance
 
 Fleet = tuple[str, int]  # (personality, seed)
 
@@ -160,7 +161,7 @@ def row(name: str, m: dict[str, Any]) -> str:
         f"{name:<24} {m['precision'] if m['precision'] is not None else float('nan'):>9.3f} "
         f"{m['event_recall_with_precursor'] or 0:>8.3f} {lead if lead is not None else float('nan'):>7.1f} "
         f"{m['false_alarms_per_1000_node_days'] or 0:>8.2f} {m['trap_gpus_flagged']:>4}/{m['trap_gpus']:<4} "
-        + ", ".join(f"{kind} {count}" for kind, count in m.get("false_alarms_by_trap", {}).items())
+        + backtest_acceptance.by_trap(m)
     )
 
 
