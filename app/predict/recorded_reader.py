@@ -8,7 +8,7 @@ Each cycle asks Prometheus whether the rules' series exist (`count(gpu:…:count
   hours before (`READ_HOURLY`, summed here into 6 h windows), the GPU temperature (every GPU, new ones
   too) and the few fields read for their values (`recorded_reads`, `recorded_presence`): one range query
   per series for the whole fleet, a few points each, no raw window. Records that count events and the
-  value fields are read sparse (their non-zero values, and per field the GPUs lacking it), since a
+  value fields are read sparse (their non-zero values, and per field a read of the GPUs with it), since a
   series answered costs the same whatever it holds. The records of fields no series is named after (the
   label-values API), and of the volatile ECC counters where the aggregate ones are exported, are not read:
   no feature reads them.
@@ -203,7 +203,7 @@ def _read_values(
     """Every value `recorded_features` reads, by name, a row per GPU and a column per instant: the
     exporter's fields at the instants (`presence`: the temperature, the value fields, the others'
     presence), `rr.READ` and the XID event count at the instants, `rr.READ_HOURLY` there and summed
-    over 6 h. Event counts are read sparse, with one read per field of the GPUs lacking it."""
+    over 6 h. Event counts are read sparse, and one read per field says which GPUs have it."""
     step = reads.reader.settings.step_s
     hours = sorted({t - k * HOUR_S for t in instants for k in range(rr.SHORT_HOURS)})
     column = {t: i for i, t in enumerate(hours)}
@@ -218,33 +218,38 @@ def _read_values(
         for name in names_
         if _read_needed(name, unused)
     ]
-    probes: dict[str, str] = {}  # a sparse record of each field, to find the GPUs without the field
-    for read in records:
-        field_ = presence.field_of(read.name)
-        if read.sparse and field_ is not None:
-            probes.setdefault(field_, read.name)
+    records, probes = _with_presence(records, instants, step_s=step)
     value_fields = [m for m in presence.VALUE_FIELDS if m not in unused]
     wanted = [
         recorded_reads.raw(features.GPU_TEMP, instants),  # first: every GPU, new ones too
         *(recorded_reads.raw(m, instants, sparse=True) for m in value_fields),
         *(recorded_reads.lacking_raw(m, instants) for m in value_fields),
-        *(recorded_reads.lacking_record(f_, probe, instants, step_s=step) for f_, probe in probes.items()),
-        *records,
+        # The largest answers (dense, an hour's value at each of 12 hours) while little else is held yet.
+        *sorted(records, key=lambda read: (read.sparse, len(read.times) <= len(instants))),
     ]
     got = reads.run(wanted, remember=features.GPU_TEMP)
+    by_name = {read.name: read for read in wanted}
     lacking = {
-        r.name.removeprefix(recorded_reads.LACKING): got[r.name] == 1.0
+        r.name.removeprefix(recorded_reads.LACKING): got.pop(r.name) == 1.0
         for r in wanted
         if r.name.startswith(recorded_reads.LACKING)
     }
-    values: dict[str, recorded_reads.Array] = {features.GPU_TEMP: got[features.GPU_TEMP]}
+    # A GPU with a recorded week (its samples' record) but no value of the field's dense read lacks the field.
+    recorded_week = ~np.isnan(got[rr.SAMPLES])
+    for field_, name in probes.items():
+        lacking[field_] = recorded_week & np.isnan(_at(by_name[name], got[name], instants))
+    # Each read's array is taken from `got` (and masked in place) as it is used: held once at a time.
+    values: dict[str, recorded_reads.Array] = {features.GPU_TEMP: got.pop(features.GPU_TEMP)}
     for metric in value_fields:
-        values[metric] = np.where(lacking[metric], np.nan, got[metric])
+        values[metric] = got.pop(metric)
+        values[metric][lacking[metric]] = np.nan
     for read in records:
-        value = got[read.name]
-        field_ = presence.field_of(read.name)
-        if read.sparse and field_ in lacking:
-            value = np.where(lacking[field_].any(axis=1)[:, None], np.nan, value)
+        value = got.pop(read.name)
+        if read.name.startswith(recorded_reads.HAS):
+            continue
+        of = presence.field_of(read.name)
+        if of in lacking:  # a field a GPU lacks at an instant is missing, never the sparse read's 0
+            value[lacking[of].any(axis=1)] = np.nan
         if read.times != tuple(instants):  # an hourly record, read at the hours
             values[read.name] = value[:, [column[t] for t in instants]]
             # The 6 h window: the instant's hour and the five before it (NaN where one is missing).
@@ -261,6 +266,47 @@ def _read_values(
                 metric, values, seen=seen, lacking=lacking.get(metric), exported=metric in exported
             )
     return values
+
+
+def _with_presence(
+    records: Sequence[recorded_reads.Read], instants: Sequence[float], *, step_s: float
+) -> tuple[list[recorded_reads.Read], dict[str, str]]:
+    """The records to read, and for each field read sparse the read that says which GPUs have it.
+
+    A sparse read cannot tell a GPU whose count is 0 from one without the field, so each such field has
+    one read that is dense (every GPU with the record answers): one of its records already read dense,
+    else its first record at the instants, now read dense (a dense read of a count costs Prometheus ~0.1 s
+    more than a sparse one at 80,000 GPUs, and Sickbay ~0.4 s to parse), else (a field with hourly records
+    only) its first record read dense at the instants, apart (`HAS`). It replaces a join per field
+    (`(samples * 0 + 1) unless on (BY) record`: twice a record's reads, 1.5 s of Prometheus' CPU each at
+    80,000 GPUs, 12 of them a cycle, docs/benchmarks.md)."""
+    times = tuple(instants)
+    counted = [f_ for read in records if read.sparse and (f_ := presence.field_of(read.name)) is not None]
+    probes = {
+        f_: read.name
+        for read in reversed(records)
+        if not read.sparse and (f_ := presence.field_of(read.name)) in counted
+    }
+    out = list(records)
+    for i, read in enumerate(records):
+        field_ = presence.field_of(read.name)
+        if field_ in counted and field_ not in probes and read.times == times:
+            out[i] = recorded_reads.recorded(read.name, times, step_s=step_s)
+            probes[field_] = read.name
+    for field_ in dict.fromkeys(counted):
+        if field_ not in probes:
+            first = next(read.name for read in records if presence.field_of(read.name) == field_)
+            out.append(recorded_reads.recorded(first, times, step_s=step_s, name=recorded_reads.HAS + field_))
+            probes[field_] = recorded_reads.HAS + field_
+    return out, probes
+
+
+def _at(
+    read: recorded_reads.Read, value: recorded_reads.Array, instants: Sequence[float]
+) -> recorded_reads.Array:
+    """A read's columns at the instants (an hourly read has one per hour)."""
+    column = {round(t, 3): i for i, t in enumerate(read.times)}
+    return value[:, [column[round(t, 3)] for t in instants]]
 
 
 def _unused_fields(exported: frozenset[str]) -> frozenset[str]:

@@ -25,10 +25,11 @@ and where a record has several series for one GPU (Thanos Ruler replicas, each w
 labels) they name the same GPU and Sickbay keeps the largest, as `max by` would; so does a sparse field's
 few series. The labels' identity is computed once per label set, the metric's name aside
 (`InstantReads.identities`); a *sparse* read answers only the GPUs where it is not 0 (an event counter is
-0 on almost every GPU), and a field's `lacking_*` read, sparse too, the GPUs without it (a field a GPU
-does not export must stay missing, not read as 0: one such read per field, not per record, since each
-costs Prometheus a join); up to `CONCURRENT` queries are in flight while the answers are parsed, in the
-order asked, so GPUs are numbered the same every time.
+0 on almost every GPU); a field a GPU does not export must stay missing, not read as 0, so one read per
+field says which GPUs have it: a dense read of one of its records (`recorded_reader`), or for an
+exporter's field read sparse its `lacking_raw` read, sparse too, the GPUs without it. Up to `CONCURRENT`
+queries are in flight while the answers are parsed, in the order asked, so GPUs are numbered the same
+every time.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ import numpy as np
 import numpy.typing as npt
 
 from app.predict import features, range_answers
-from app.predict import recorded_rules as rr
 from app.predict.prometheus import PrometheusUnavailable, Reader
 from app.predict.promql import HostRef, host_ref, selector
 
@@ -57,7 +57,11 @@ HOUR_S = 3600.0
 # Queries in flight while one answer is parsed: Prometheus answers the next ones on another core. More
 # buys nothing on the 2 cores measured (`docs/benchmarks.md`) and keeps more answers in memory at once.
 CONCURRENT = 3
-LACKING = "lacking:"  # the name of a field's `lacking_*` read
+# The answers held at once, in dense two-point reads' worth (`_weight`): at 80,000 GPUs ~80 MB each as
+# JSON objects, the larger part of a cycle's peak memory (docs/benchmarks.md).
+HELD = 2
+LACKING = "lacking:"  # the name of a field's `lacking_raw` read
+HAS = "has:"  # the name of a dense read of a record, apart from its sparse read, for the GPUs with its field
 _MS = 0.001
 
 
@@ -74,11 +78,16 @@ class Read:
     sparse: bool = False
 
 
-def recorded(name: str, times: Sequence[float], *, step_s: float, sparse: bool = False) -> Read:
-    """A record's value at each grid instant (the last one written in `[g, g + step)`); `sparse`: only
-    its non-zero values are sent, a GPU left out reads 0 (`lacking_record` says which GPUs have none)."""
-    query = _last(name, step_s)
-    return Read(name, f"{query} != 0" if sparse else query, tuple(times), shift=step_s - _MS, sparse=sparse)
+def recorded(
+    record: str, times: Sequence[float], *, step_s: float, sparse: bool = False, name: str | None = None
+) -> Read:
+    """A record's value at each grid instant (the last one written in `[g, g + step)`), read as `name`
+    (the record's by default); `sparse`: only its non-zero values are sent, a GPU left out reads 0 (a
+    dense read of one of the field's records says which GPUs have none: `recorded_reader`)."""
+    query = _last(record, step_s)
+    return Read(
+        name or record, f"{query} != 0" if sparse else query, tuple(times), shift=step_s - _MS, sparse=sparse
+    )
 
 
 def raw(metric: str, times: Sequence[float], *, sparse: bool = False) -> Read:
@@ -88,12 +97,6 @@ def raw(metric: str, times: Sequence[float], *, sparse: bool = False) -> Read:
     # Prometheus 40 ms against 70 ms at 8,000 GPUs; dense, grouping keeps the answer to the GPU's labels.
     query = f"{selector(metric)} != 0" if sparse else _max(selector(metric))
     return Read(metric, query, tuple(times), sparse=sparse)
-
-
-def lacking_record(field: str, probe: str, times: Sequence[float], *, step_s: float) -> Read:
-    """1 for each GPU with samples (`rr.SAMPLES`) but no `probe` record (a record of `field`), else 0."""
-    query = f"({_last(rr.SAMPLES, step_s)} * 0 + 1) unless on ({BY}) {_last(probe, step_s)}"
-    return Read(LACKING + field, query, tuple(times), shift=step_s - _MS, sparse=True)
 
 
 def lacking_raw(metric: str, times: Sequence[float]) -> Read:
@@ -126,8 +129,8 @@ class InstantReads:
     refs: dict[str, HostRef] = field(default_factory=dict)
     points: int = 0
     concurrent: int = CONCURRENT
-    # The labels' identity by label set (names then values): every answer names the same GPUs.
-    identities: dict[tuple[str, ...], Identity | None] = field(default_factory=dict)
+    # Each label set's number in `gpus` (names then values; -1: no GPU): every answer names the same GPUs.
+    identities: dict[tuple[str, ...], int] = field(default_factory=dict)
 
     def run(self, reads: Sequence[Read], *, remember: str | None = None) -> dict[str, Array]:
         """Each read's (GPUs seen so far, len(times)) values (NaN where none), by name; the hosts of the
@@ -139,19 +142,22 @@ class InstantReads:
                 if read.name == remember:
                     self._remember(answer)
                 out[read.name].append(self._dense(read, answer, start=start, step=step, n=n))
-        return {read.name: self._columns(read, out[read.name]) for read in reads}
+        # Each read's parts let go as its columns are made: a cycle's arrays are held once, not twice.
+        return {read.name: self._columns(read, out.pop(read.name)) for read in reads}
 
     def _answers(
         self, parts: Sequence[tuple[Read, tuple[float, float, int]]]
     ) -> Iterator[list[dict[str, Any]]]:
-        """The answers in the order asked, queries in flight up to `concurrent` two-point reads' worth.
+        """The answers in the order asked, up to `concurrent` queries in flight and `HELD` dense two-point
+        reads' worth of answers waiting.
 
         An answer held costs memory in proportion to its series times its points (a 12-point hourly read
-        at 80,000 GPUs is ~190 MB of JSON objects), so a query's weight is its points plus one (its
-        labels), and the next is asked only while the weights in flight stay within `concurrent` two-point
-        reads (one at least); the answer being parsed is let go before more are asked."""
+        at 80,000 GPUs is ~190 MB of JSON objects), so a dense query's weight is its points plus one (its
+        labels) and a sparse one's 1 (it answers the few GPUs where a count is not 0); the next query is
+        asked only while the weights waiting stay within the budget (one query at least); the answer being
+        parsed is let go before more are asked."""
         _ = self.reader.client  # connect once, on this thread
-        budget = max(1, self.concurrent) * _weight(2)
+        budget = HELD * _weight(2)
         with ThreadPoolExecutor(
             max_workers=max(1, self.concurrent), thread_name_prefix="recorded-read"
         ) as pool:
@@ -162,9 +168,10 @@ class InstantReads:
                 nonlocal following
                 while following < len(parts):
                     read, (start, step, n) = parts[following]
-                    if pending and sum(w for _, w in pending) + _weight(n) > budget:
+                    weight = 1 if read.sparse else _weight(n)
+                    if pending and sum(w for _, w in pending) + weight > budget:
                         return
-                    pending.append((pool.submit(self._query, read, start, step, n), _weight(n)))
+                    pending.append((pool.submit(self._query, read, start, step, n), weight))
                     following += 1
 
             try:
@@ -205,9 +212,15 @@ class InstantReads:
             dense[~answered] = 0.0
         self.points += len(cells.value)
         wanted = [(slot, columns[t]) for slot in range(n) if (t := round(start + step * slot, 3)) in columns]
+        if len(wanted) == n:  # every point of the query is an instant asked for: no copy
+            return dense, [c for _, c in wanted]
         return dense[:, [s for s, _ in wanted]], [c for _, c in wanted]
 
     def _columns(self, read: Read, parts: Sequence[tuple[Array, list[int]]]) -> Array:
+        if len(parts) == 1:  # one query, usually over every GPU already seen: its array as it is
+            dense, cols = parts[0]
+            if dense.shape == (len(self.gpus), len(read.times)) and cols == list(range(len(read.times))):
+                return dense
         out = np.full((len(self.gpus), len(read.times)), np.nan)
         for dense, cols in parts:
             out[: len(dense), cols] = dense

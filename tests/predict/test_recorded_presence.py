@@ -60,7 +60,7 @@ SERIES = [
     ('DCGM_FI_DEV_GPU_TEMP{instance="node-b:9400",gpu="0",UUID="GPU-b0"}', "70"),
     ('DCGM_FI_DEV_GPU_UTIL{instance="node-b:9400",gpu="0",UUID="GPU-b0"}', "NaN"),
     # The rules' series as they write them (the GPU's names only): every GPU's week of samples, and the
-    # PCIe week's increase of the two GPUs exporting the counter.
+    # PCIe week's increase and the hour's valid rows of the two GPUs exporting the counter.
     *(
         (f"{rr.SAMPLES}{{{labels}}}", str(rr.FULL_WEEK))
         for labels in (
@@ -71,6 +71,8 @@ SERIES = [
     ),
     (f'{PCIE_7D}{{Hostname="node-a",gpu="0",UUID="GPU-a0"}}', "0"),
     (f'{PCIE_7D}{{Hostname="node-a",gpu="1",UUID="GPU-a1"}}', "3"),
+    (f'{rr.PCIE_COUNT.name("1h")}{{Hostname="node-a",gpu="0",UUID="GPU-a0"}}', "12"),
+    (f'{rr.PCIE_COUNT.name("1h")}{{Hostname="node-a",gpu="1",UUID="GPU-a1"}}', "12"),
 ]
 A0, A1, B0 = ("node-a", 0, "GPU-a0"), ("node-a", 1, "GPU-a1"), ("node-b", 0, "GPU-b0")
 
@@ -146,17 +148,53 @@ def test_a_sparse_raw_read_sends_non_zero_values_and_the_lacking_read_the_gpus_w
     assert reads.refs["node-b"].label == "instance"
 
 
-def test_a_sparse_record_read_and_its_fields_lacking_read(url: str) -> None:
+def test_a_sparse_record_read_and_a_dense_read_of_it_for_the_gpus_with_its_field(url: str) -> None:
     reads = _reads(url)
     got = reads.run(
         [
             recorded_reads.raw(f.GPU_TEMP, [T]),
             recorded_reads.recorded(PCIE_7D, [T], step_s=STEP, sparse=True),
-            recorded_reads.lacking_record(f.PCIE_REPLAY, PCIE_7D, [T], step_s=STEP),
+            recorded_reads.recorded(PCIE_7D, [T], step_s=STEP, name=recorded_reads.HAS + f.PCIE_REPLAY),
         ]
     )
-    assert _by_gpu(reads, got[PCIE_7D]) == {A0: [0.0], A1: [3.0], B0: [0.0]}
-    assert _by_gpu(reads, got[recorded_reads.LACKING + f.PCIE_REPLAY]) == {A0: [0.0], A1: [0.0], B0: [1.0]}
+    assert _by_gpu(reads, got[PCIE_7D]) == {A0: [0.0], A1: [3.0], B0: [0.0]}  # left out: 0
+    dense = _by_gpu(reads, got[recorded_reads.HAS + f.PCIE_REPLAY])
+    assert dense[A0] == [0.0]
+    assert dense[A1] == [3.0]
+    assert np.isnan(dense[B0]).all()  # node-b has no PCIe counter: no record, not answered
+
+
+def test_each_field_read_sparse_has_one_dense_read_saying_which_gpus_have_it() -> None:
+    hourly = [T - 3600.0, T]
+    flit_24h = rr.increase(f.NVLINK_CRC_FLIT, rr.DAY_MIN)
+    flit_7d = rr.increase(f.NVLINK_CRC_FLIT, rr.WEEK_MIN)
+    replay_1h = rr.hourly(f.NVLINK_REPLAY, "increase{w}")
+    pcie_1h = rr.hourly(f.PCIE_REPLAY, "increase{w}")
+    records = [
+        recorded_reads.recorded(rr.SAMPLES, [T], step_s=STEP),
+        recorded_reads.recorded(flit_24h, [T], step_s=STEP, sparse=True),
+        recorded_reads.recorded(flit_7d, [T], step_s=STEP, sparse=True),
+        recorded_reads.recorded(replay_1h, hourly, step_s=STEP, sparse=True),
+        recorded_reads.recorded(pcie_1h, hourly, step_s=STEP, sparse=True),
+        recorded_reads.recorded(rr.PCIE_COUNT.name("1h"), hourly, step_s=STEP),
+    ]
+    out, probes = recorded_reader._with_presence(records, [T], step_s=STEP)
+    by_name = {read.name: read for read in out}
+    # A field read dense already says it; else its first record at the instants turns dense; else (hourly
+    # records only) one of them is read dense at the instants, apart.
+    assert probes[f.PCIE_REPLAY] == rr.PCIE_COUNT.name("1h")
+    assert probes[f.NVLINK_CRC_FLIT] == flit_24h
+    assert not by_name[flit_24h].sparse
+    assert by_name[flit_7d].sparse
+    assert by_name[pcie_1h].sparse
+    assert by_name[replay_1h].sparse
+    has = recorded_reads.HAS + f.NVLINK_REPLAY
+    assert probes[f.NVLINK_REPLAY] == has
+    assert not by_name[has].sparse
+    assert by_name[has].times == (T,)
+    assert replay_1h in by_name[has].query
+    assert len(out) == len(records) + 1
+    assert f.GPU_TEMP not in probes  # never read sparse: its absence shows in its own dense reads
 
 
 def test_the_cycles_values_keep_a_field_a_gpu_does_not_export_missing_and_its_quiet_counters_zero(
@@ -266,7 +304,7 @@ class _Overlap:
         return []
 
 
-def test_a_many_point_read_is_in_flight_alone_and_two_point_reads_three_at_a_time() -> None:
+def test_a_many_point_read_is_in_flight_alone_dense_two_point_reads_two_at_a_time_sparse_ones_three() -> None:
     client = _Overlap()
     reads = recorded_reads.InstantReads(Reader(ReaderSettings(step_s=STEP), client=client), concurrent=3)
     hours = [T + 3600.0 * k for k in range(12)]  # one query of 12 points
@@ -276,6 +314,12 @@ def test_a_many_point_read_is_in_flight_alone_and_two_point_reads_three_at_a_tim
         ("hours", 0, hours),
         *(("pair", i, pairs) for i in range(4, 8)),
     ]
-    reads.run([recorded_reads.expression(f"{kind}{i}", f"{kind}{i}", times) for kind, i, times in plan])
-    assert max(len(group) for group in client.together) == 3  # three two-point reads overlap
+    wanted = [recorded_reads.expression(f"{kind}{i}", f"{kind}{i}", times) for kind, i, times in plan]
+    sparse = [recorded_reads.Read(f"sparse{i}", f"sparse{i}", tuple(pairs), sparse=True) for i in range(8)]
+    reads.run([*wanted, *sparse])
+    dense_groups = [group for group in client.together if not any(q.startswith("sparse") for q in group)]
+    # Dense answers waiting at once: `HELD` two-point reads' worth.
+    assert max(len(group) for group in dense_groups) == recorded_reads.HELD == 2
     assert all(group == {"hours0"} for group in client.together if "hours0" in group)
+    # Sparse answers are small: as many in flight as there are threads.
+    assert max(len(group) for group in client.together if all(q.startswith("sparse") for q in group)) == 3
