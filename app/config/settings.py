@@ -231,6 +231,9 @@ class PredictionSettings(BaseModel):
     # shipped with Sickbay first (its `models/`), so scoring starts from it rather than rules-only.
     seed_from_shipped: bool = False
     prometheus_url: str | None = None
+    # Ask Prometheus for gzip-compressed answers: for a Prometheus across a slow link; in the cluster,
+    # compressing costs its CPU more than it saves (`predict.prometheus.ReaderSettings.compress`).
+    prometheus_compress: bool = False
     interval_s: float = Field(default=300.0, gt=0)
     lookback_s: float = Field(default=7 * 86400.0, gt=0)
     retrain_enabled: bool = True

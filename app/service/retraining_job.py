@@ -160,6 +160,7 @@ class Retraining:
                 url=settings.prometheus_url or "",
                 step_s=settings.retrain_step_s,
                 timeout_s=QUERY_TIMEOUT_S,
+                compress=settings.prometheus_compress,
             )
         )
         self.metrics = RetrainMetrics.create(registry)

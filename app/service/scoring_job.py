@@ -56,7 +56,9 @@ class Scoring:
         self._journal = journal
         self._clock = clock
         reader = predict_prometheus.ReaderSettings(
-            url=settings.prometheus_url or "http://127.0.0.1:9090", lookback_s=settings.lookback_s
+            url=settings.prometheus_url or "http://127.0.0.1:9090",
+            lookback_s=settings.lookback_s,
+            compress=settings.prometheus_compress,
         )
         ladder = policy or rules.PredictionPolicy()  # thresholds and hysteresis of the at-risk levels
         self.service = predict_service.ScoringService.from_prometheus(

@@ -147,6 +147,7 @@ class Validation:
                 url=settings.prometheus_url or "",
                 step_s=model.card.step_s or settings.retrain_step_s,
                 timeout_s=QUERY_TIMEOUT_S,
+                compress=settings.prometheus_compress,
             )
         )
         journal = None

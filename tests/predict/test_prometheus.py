@@ -45,6 +45,7 @@ class FakePrometheus:
     series: list[Series] = field(default_factory=list)
     queries: list[dict[str, str]] = field(default_factory=list)
     fail_with: int | None = None
+    encodings: list[str | None] = field(default_factory=list)  # each request's Accept-Encoding
 
     def answer(self, params: dict[str, str]) -> tuple[int, dict[str, Any]]:
         self.queries.append(params)
@@ -77,6 +78,7 @@ def _handler(fake: FakePrometheus) -> type[BaseHTTPRequestHandler]:
                 self.send_error(404)
                 return
             params = {k: v[0] for k, v in parse_qs(url.query).items()}
+            fake.encodings.append(self.headers.get("Accept-Encoding"))
             code, body = fake.answer(params)
             data = json.dumps(body).encode()
             self.send_response(code)
@@ -241,3 +243,17 @@ def test_gpu_identity_accepts_every_host_spelling() -> None:
         assert promql.gpu_identity({label: "n1", "gpu": "3", "uuid": "GPU-x"}) == ("n1", 3, "GPU-x")
     assert promql.gpu_identity({"instance": "10.0.0.1:9400", "gpu": "0"}) == ("10.0.0.1", 0, "")
     assert promql.gpu_identity({"Hostname": "n1"}) is None
+
+
+def test_answers_are_asked_uncompressed_unless_compression_is_asked_for(
+    fake: tuple[FakePrometheus, str],
+) -> None:
+    state, url = fake
+    fleet(state)
+    for one in (
+        settings(url),
+        settings(url, compress=True),
+        settings(url, headers={"accept-encoding": "br"}),
+    ):
+        prometheus.Reader(one).query_range(f.GPU_TEMP, at(T0 - 600), at(T0))
+    assert state.encodings == ["identity", "gzip, deflate", "br"]  # requests' own default when compressing
