@@ -113,6 +113,7 @@ def child_main(args: argparse.Namespace) -> None:
         seen.clear()  # the last cycle's read is the service's to keep or let go, not the benchmark's
         cpu = resource.getrusage(resource.RUSAGE_SELF)
         prometheus_cpu = _prometheus_cpu_s(args.url)
+        own_peak = _reset_peak_rss()
         started = time.perf_counter()
         cycle = scoring.run_once(datetime.fromtimestamp(at, UTC))
         seconds = time.perf_counter() - started
@@ -138,7 +139,9 @@ def child_main(args: argparse.Namespace) -> None:
             "window_samples": int(got.frame[metrics].notna().to_numpy().sum()) if metrics else 0,
             "gpus": len(cycle.scores.gpus),
             "nodes": len(cycle.scores.nodes),
-            "peak_mib": _peak_rss_mib(),
+            "peak_mib": _peak_rss_mib(),  # the process' high-water mark: every cycle so far
+            # This cycle's own peak (the mark reset before it), NaN where the kernel would not reset it.
+            "cycle_peak_mib": _peak_rss_mib() if own_peak else math.nan,
             "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         }
     print(json.dumps(out))
@@ -159,6 +162,17 @@ def prometheus_own(url: str, name: str, *, timeout_s: float) -> float:
             if line.startswith(f"{name} "):
                 return float(line.split()[1])
     return math.nan
+
+
+def _reset_peak_rss() -> bool:
+    """Reset this process' `VmHWM` to its current RSS (proc(5), /proc/PID/clear_refs: "5 (since Linux
+    4.0) Reset the peak resident set size"), so the next reading is one cycle's peak; False where the
+    kernel refuses."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
 
 
 def _peak_rss_mib() -> float:
