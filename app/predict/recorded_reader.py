@@ -251,7 +251,7 @@ def _read_values(
         if of in lacking:  # a field a GPU lacks at an instant is missing, never the sparse read's 0
             value[lacking[of].any(axis=1)] = np.nan
         if read.times != tuple(instants):  # an hourly record, read at the hours
-            values[read.name] = value[:, [column[t] for t in instants]]
+            values[read.name] = _at(read, value, instants)
             # The 6 h window: the instant's hour and the five before it (NaN where one is missing).
             windows = [[column[t - k * HOUR_S] for k in range(rr.SHORT_HOURS)] for t in instants]
             values[recorded_rows.six(read.name)] = np.stack(

@@ -108,11 +108,13 @@ def child_main(args: argparse.Namespace) -> None:
     if scoring.reload() is None:
         raise SystemExit(f"no usable model in {args.models}")
     out: dict[str, Any] = {}
+    high_water = 0.0  # the process' peak before the last reset of the kernel's mark
     for name, at in (("cold", args.now), ("warm", args.now + STEP_S)):
         queries[0], read_s[0] = 0, 0.0
         seen.clear()  # the last cycle's read is the service's to keep or let go, not the benchmark's
         cpu = resource.getrusage(resource.RUSAGE_SELF)
         prometheus_cpu = _prometheus_cpu_s(args.url)
+        high_water = max(high_water, _peak_rss_mib())
         own_peak = _reset_peak_rss()
         started = time.perf_counter()
         cycle = scoring.run_once(datetime.fromtimestamp(at, UTC))
@@ -139,7 +141,8 @@ def child_main(args: argparse.Namespace) -> None:
             "window_samples": int(got.frame[metrics].notna().to_numpy().sum()) if metrics else 0,
             "gpus": len(cycle.scores.gpus),
             "nodes": len(cycle.scores.nodes),
-            "peak_mib": _peak_rss_mib(),  # the process' high-water mark: every cycle so far
+            # The process' high-water mark over every cycle so far (the kernel's mark is reset before each).
+            "peak_mib": max(high_water, _peak_rss_mib()),
             # This cycle's own peak (the mark reset before it), NaN where the kernel would not reset it.
             "cycle_peak_mib": _peak_rss_mib() if own_peak else math.nan,
             "ru_maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
