@@ -168,7 +168,13 @@ class Reader:
         return out
 
     def metric_names(self, start: datetime, end: datetime, *, match: str) -> frozenset[str] | None:
-        """The metric names of the series matching `match` with samples in [start, end] (Prometheus'
+        """The metric names of the series matching `match` with samples in [start, end] (`label_values`)."""
+        return self.label_values("__name__", start, end, match=match)
+
+    def label_values(
+        self, label: str, start: datetime, end: datetime, *, match: str
+    ) -> frozenset[str] | None:
+        """The values of `label` on the series matching `match` with samples in [start, end] (Prometheus'
         label-values API: an index lookup, no series read; a store answers for each block overlapping the
         range), or None where the client has no such call."""
         ask = getattr(self.client, "get_label_values", None)
@@ -180,13 +186,14 @@ class Reader:
             "match[]": match,
         }
         self.queries += 1
+        what = f"{label} values of {match}"
         try:
-            names = ask("__name__", params=params)
+            values = ask(label, params=params)
         except Exception as exc:  # requests, urllib3 and the client's own errors all mean "not now"
-            raise PrometheusUnavailable(f"{type(exc).__name__}: {exc}", query=f"names of {match}") from exc
-        if not isinstance(names, list):
-            raise PrometheusUnavailable("the label values are not a list", query=f"names of {match}")
-        return frozenset(str(n) for n in names)
+            raise PrometheusUnavailable(f"{type(exc).__name__}: {exc}", query=what) from exc
+        if not isinstance(values, list):
+            raise PrometheusUnavailable("the label values are not a list", query=what)
+        return frozenset(str(v) for v in values)
 
     def read(self, start: datetime, end: datetime, *, hosts: Sequence[HostRef] = ()) -> pd.DataFrame:
         """Samples of every source metric on the grid start, start + step, ... ≤ end, for every GPU seen.

@@ -8,7 +8,9 @@ reads per GPU only what the features need (`recorded_reader`):
   to read and its features are NaN;
 - the GPU temperature, raw at the instants, finds every GPU (a new one has no records yet);
 - a few fields are read for their values (`VALUE_FIELDS`: remapped rows, pending flags, retired pages),
-  sparse: 0 on almost every GPU;
+  sparse: 0 on almost every GPU; which GPUs have each of them comes from the label-values API too (the
+  `UUID`s of the field's series: `lacking_by_uuid`), an index lookup where a join of the field's series
+  with the temperature's cost Prometheus ~20x the CPU (docs/benchmarks.md);
 - records that count events (increases, active-hour shares, episodes, rows in a throttle class:
   `sparse`) are read sparse too: the non-zero values, and NaN for a GPU without the record (a field it
   does not export stays missing, never 0: `recorded_reads`).
@@ -20,7 +22,7 @@ instants scored stands for the field being there.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence, Set
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +45,8 @@ _COUNTING = ("increase", "active1h", "episodes", "resets")
 _CLASS_ROWS = ("hardware_count_over_time", "thermal_count_over_time", "power_count_over_time")
 PRESENT = 1.0  # a field known only to be there (one of its records has a value), in the instant frame
 NAMES_MATCH = '{__name__=~"DCGM_FI_.+"}'  # the exporter's series, for the label-values API
+# The labels naming a GPU's UUID: dcgm-exporter's, and the lower-case spelling `promql.gpu_identity` reads too.
+UUID_LABELS = ("UUID", "uuid")
 
 
 def sparse(record: str) -> bool:
@@ -86,3 +90,24 @@ def frame_values(
         else:
             known = seen if exported else np.zeros(seen.shape, dtype=bool)
     return np.where(known, PRESENT, np.nan)
+
+
+def lacking_by_uuid(
+    uuids: Sequence[str], seen: npt.NDArray[np.bool_], having: Set[str]
+) -> npt.NDArray[np.bool_] | None:
+    """Which GPUs lack a field (rows: `uuids`, the GPUs' UUIDs in their numbering; columns: instants),
+    from the UUIDs of the field's series (`having`, the label-values API over the instants' span): a GPU
+    `seen` (it has a temperature) whose UUID none of them carries. None where a GPU seen has no UUID:
+    the label values cannot say, and the caller asks Prometheus per GPU (`recorded_reads.lacking_raw`).
+
+    The label-values API answers per block of the TSDB, not per sample: a GPU whose exporter stopped
+    sending the field still has it until the block holding its last sample no longer overlaps the
+    instants (Prometheus' head block: up to ~3 h), and reads 0 there, not missing. A field stops only
+    when an exporter's counter list is changed; 0 is every value field's healthy reading."""
+    asked: list[bool] = list(np.asarray(seen.any(axis=1), dtype=bool).tolist())
+    if any(not uuid for uuid, now in zip(uuids, asked, strict=True) if now):
+        return None
+    # A set's lookups: `np.isin` compares object arrays pairwise (70 s at 80,000 GPUs).
+    has = np.fromiter((uuid in having for uuid in uuids), dtype=bool, count=len(uuids))
+    out: npt.NDArray[np.bool_] = seen & ~has[:, None]
+    return out

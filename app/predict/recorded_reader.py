@@ -45,6 +45,7 @@ from app.predict import (
     recorded_xid,
     score,
 )
+from app.predict import recorded_lacking as lacking_reads
 from app.predict import recorded_presence as presence
 from app.predict import recorded_rules as rr
 from app.predict.prometheus import Reader, ReaderSettings
@@ -223,17 +224,12 @@ def _read_values(
     wanted = [
         recorded_reads.raw(features.GPU_TEMP, instants),  # first: every GPU, new ones too
         *(recorded_reads.raw(m, instants, sparse=True) for m in value_fields),
-        *(recorded_reads.lacking_raw(m, instants) for m in value_fields),
         # The largest answers (dense, an hour's value at each of 12 hours) while little else is held yet.
         *sorted(records, key=lambda read: (read.sparse, len(read.times) <= len(instants))),
     ]
     got = reads.run(wanted, remember=features.GPU_TEMP)
     by_name = {read.name: read for read in wanted}
-    lacking = {
-        r.name.removeprefix(recorded_reads.LACKING): got.pop(r.name) == 1.0
-        for r in wanted
-        if r.name.startswith(recorded_reads.LACKING)
-    }
+    lacking = lacking_reads.lacking(reads, got[features.GPU_TEMP], value_fields, instants)
     # A GPU with a recorded week (its samples' record) but no value of the field's dense read lacks the field.
     recorded_week = ~np.isnan(got[rr.SAMPLES])
     for field_, name in probes.items():
@@ -242,7 +238,7 @@ def _read_values(
     values: dict[str, recorded_reads.Array] = {features.GPU_TEMP: got.pop(features.GPU_TEMP)}
     for metric in value_fields:
         values[metric] = got.pop(metric)
-        values[metric][lacking[metric]] = np.nan
+        values[metric][lacking[metric][: len(values[metric])]] = np.nan
     for read in records:
         value = got.pop(read.name)
         if read.name.startswith(recorded_reads.HAS):

@@ -27,7 +27,8 @@ few series. The labels' identity is computed once per label set, the metric's na
 (`InstantReads.identities`); a *sparse* read answers only the GPUs where it is not 0 (an event counter is
 0 on almost every GPU); a field a GPU does not export must stay missing, not read as 0, so one read per
 field says which GPUs have it: a dense read of one of its records (`recorded_reader`), or for an
-exporter's field read sparse its `lacking_raw` read, sparse too, the GPUs without it. Up to `CONCURRENT`
+exporter's field read sparse the UUIDs of its series (`recorded_lacking`; where they cannot say, its
+`lacking_raw` read, sparse too, the GPUs without it). Up to `CONCURRENT`
 queries are in flight while the answers are parsed, in the order asked, so GPUs are numbered the same
 every time.
 """
@@ -92,7 +93,7 @@ def recorded(
 
 def raw(metric: str, times: Sequence[float], *, sparse: bool = False) -> Read:
     """An exporter's field at each instant, under both DCGM names (several series of a GPU: the largest);
-    `sparse`: only its non-zero values are sent, a GPU left out reads 0 (`lacking_raw`)."""
+    `sparse`: only its non-zero values are sent, a GPU left out reads 0 (`recorded_lacking`)."""
     # Sparse, the few series sent are grouped here instead (`_dense` keeps a GPU's largest), which costs
     # Prometheus 40 ms against 70 ms at 8,000 GPUs; dense, grouping keeps the answer to the GPU's labels.
     query = f"{selector(metric)} != 0" if sparse else _max(selector(metric))

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import threading
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,12 @@ import numpy as np
 import pytest
 
 from app.demo.processes import free_port
+from app.predict import recorded_lacking, recorded_reader, recorded_reads
 from app.predict import recorded_presence as presence
-from app.predict import recorded_reader, recorded_reads
 from app.predict import recorded_rules as rr
 from app.predict.features import fields as f
 from app.predict.prometheus import PrometheusUnavailable, Reader, ReaderSettings
+from app.predict.promql import selector
 from app.sim.fleet import backfill
 from tests import prom
 
@@ -215,6 +217,96 @@ def test_the_cycles_values_keep_a_field_a_gpu_does_not_export_missing_and_its_qu
     assert by[f.PCIE_REPLAY][A0] == by[f.PCIE_REPLAY][A1] == [presence.PRESENT]
     assert np.isnan(by[f.PCIE_REPLAY][B0]).all()
     assert all(np.isnan(v).all() for v in by[f.MEMORY_TEMP].values())
+
+
+class _NoLabelValues(Reader):
+    """A reader whose Prometheus has no label-values API (a client without the call)."""
+
+    def label_values(
+        self, label: str, start: datetime, end: datetime, *, match: str
+    ) -> frozenset[str] | None:
+        return None
+
+
+class _Counting(Reader):
+    """A reader that keeps the range queries it sends."""
+
+    def __init__(self, settings: ReaderSettings) -> None:
+        super().__init__(settings)
+        self.sent: list[str] = []
+
+    def query_range(self, query: str, start: datetime, end: datetime, *, step_s: float | None = None) -> Any:
+        self.sent.append(query)
+        return super().query_range(query, start, end, step_s=step_s)
+
+    def label_values(
+        self, label: str, start: datetime, end: datetime, *, match: str
+    ) -> frozenset[str] | None:
+        self.sent.append(f"{label} of {match}")
+        return super().label_values(label, start, end, match=match)
+
+
+@pytest.mark.parametrize("reader_type", [_Counting, _NoLabelValues], ids=["label-values", "joins"])
+def test_the_cycles_values_of_a_value_field_are_the_same_from_uuids_as_from_joins(
+    url: str, reader_type: type[Reader]
+) -> None:
+    reads = recorded_reads.InstantReads(reader_type(ReaderSettings(url=url, step_s=STEP)))
+    values = recorded_reader._read_values(reads, [T])
+    got = _by_gpu(reads, values[f.REMAP_PENDING])
+    assert got[A0] == [0.0]
+    assert got[A1] == [1.0]
+    assert np.isnan(got[B0]).all()  # node-b exports no remap field: missing, never 0
+    if isinstance(reads.reader, _Counting):  # the label values said it: no join sent
+        assert not [q for q in reads.reader.sent if " unless " in q]
+        # Asked under dcgm-exporter's `UUID`; under `uuid` only where a GPU seen was not named by it.
+        asked = [q.split(" of ")[0] for q in reads.reader.sent if q.endswith(selector(f.REMAP_PENDING))]
+        assert asked == ["UUID", "uuid"]  # node-b's GPU has no remap series: asked again
+        # A field no series is named after is not asked about (its features are NaN).
+        assert not [q for q in reads.reader.sent if q.endswith(selector(f.RETIRED_SBE))]
+
+
+@dataclass
+class _Labels:
+    """A reader's label-values API over a fixed answer per label (None: no such API)."""
+
+    answers: dict[str, frozenset[str] | None]
+    settings: ReaderSettings = field(default_factory=lambda: ReaderSettings(step_s=STEP))
+    asked: list[str] = field(default_factory=list)
+
+    def label_values(
+        self, label: str, start: datetime, end: datetime, *, match: str
+    ) -> frozenset[str] | None:
+        self.asked.append(label)
+        return self.answers.get(label, frozenset())
+
+
+def test_a_field_is_asked_for_under_the_lower_case_uuid_only_where_the_exporters_label_names_none() -> None:
+    seen = np.array([[True], [True], [False]])
+    uuids = ["GPU-a", "GPU-b", "GPU-c"]
+    one = _Labels({"UUID": frozenset({"GPU-a", "GPU-b"})})
+    got = recorded_lacking._lacking_one(one, f.REMAP_PENDING, uuids, seen, [T])  # type: ignore[arg-type]
+    assert got is not None
+    assert got.tolist() == [[False], [False], [False]]
+    assert one.asked == ["UUID"]  # every GPU seen named: the other spelling not asked
+    relabeled = _Labels({"uuid": frozenset({"GPU-b"})})
+    got = recorded_lacking._lacking_one(relabeled, f.REMAP_PENDING, uuids, seen, [T])  # type: ignore[arg-type]
+    assert got is not None
+    assert got.tolist() == [[True], [False], [False]]
+    assert relabeled.asked == ["UUID", "uuid"]
+    no_api = _Labels({"UUID": None})
+    assert recorded_lacking._lacking_one(no_api, f.REMAP_PENDING, uuids, seen, [T]) is None  # type: ignore[arg-type]
+
+
+def test_a_gpu_without_a_uuid_leaves_its_fields_to_the_joins() -> None:
+    seen = np.array([[True, True], [True, False], [False, False]])
+    lacking = presence.lacking_by_uuid(["GPU-a", "GPU-b", ""], seen, {"GPU-a"})
+    assert lacking is not None  # the GPU without a UUID has no temperature: not asked about
+    assert lacking.tolist() == [[False, False], [True, False], [False, False]]
+    none_have = presence.lacking_by_uuid(["GPU-a", "GPU-b", ""], seen, frozenset())
+    assert none_have is not None
+    assert none_have.tolist() == seen.tolist()
+    seen[2, 1] = True
+    assert presence.lacking_by_uuid(["GPU-a", "GPU-b", ""], seen, {"GPU-a"}) is None
 
 
 def test_frame_values_without_a_read_follow_the_lacking_read_then_the_records_then_the_fleet() -> None:
