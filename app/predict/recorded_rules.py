@@ -92,6 +92,7 @@ from app.predict.recorded_sums import (
     HOUR_ROWS,
     HOURLY_READ,
     INCREASES,
+    LINE,
     PCIE_COUNT,
     PCIE_SQUARES,
     PERSISTENT,
@@ -146,6 +147,7 @@ __all__ = [  # the sums' names too: readers and tests know the rules by this mod
     "HOUR_ROWS",
     "INCREASES",
     "INTERVAL",
+    "LINE",
     "PCIE_COUNT",
     "PCIE_SQUARES",
     "PERSISTENT",
@@ -208,7 +210,7 @@ READ: tuple[str, ...] = (
     *(increase(m, w) for m, windows in INCREASES for w in windows),
     *(persistence(m) for m, _ in PERSISTENT),
     EPISODES,
-    *(thermal(t, stat) for t in TEMPERATURES for stat in STATS),
+    *(thermal(t, stat) for t in TEMPERATURES for stat in LINE),
     *READ_HOUR,  # the hourly records the 1 h windows read (`recorded_sums`)
 )
 RECORDS: tuple[str, ...] = tuple(r.record for r in rules())

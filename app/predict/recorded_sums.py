@@ -183,6 +183,10 @@ XID_EVENTS = XID_CHANGE_SUM.name("7d")
 # temperature's own mean over its valid rows: weekly sums, then their ratios.
 TEMPERATURES = ("gpu", "mem", "gap")
 STATS = ("count", "util", "temp", "util_sq", "util_temp", "mean")
+# What scoring reads of each line: the temperature's mean, and the line fitted to the moments above
+# (`features.thermal.line_residual`'s slope, and its value at zero utilisation), 3 records where the moments
+# are 6: at 80,000 GPUs a dense read costs Prometheus ~0.8 s of CPU and Sickbay ~0.3 s (docs/benchmarks.md).
+LINE = ("mean", "slope", "intercept")
 _METRIC = {"gpu": f.GPU_TEMP, "mem": f.MEMORY_TEMP, "gap": f"{f.MEMORY_TEMP}_minus_{f.GPU_TEMP}"}
 _MEANS = {  # stat -> (the mean's record op, the sum's op)
     "util": ("util_pairs_avg_over_time7d", "util_pairs_sum_over_time{w}"),
@@ -197,7 +201,23 @@ def thermal(temperature: str, stat: str) -> str:
         return record(_METRIC[temperature], "util_pairs_count_over_time7d")
     if stat == "mean":
         return record(_METRIC[temperature], "avg_over_time7d")
+    if stat in ("slope", "intercept"):
+        return record(_METRIC[temperature], f"util_line_{stat}7d")
     return record(_METRIC[temperature], _MEANS[stat][0])
+
+
+def _line(name: str) -> list[Rule]:
+    """The 7-day line of a temperature against utilisation, from the moments' records, as
+    `features.thermal.line_residual` fits it: the slope `cov / var_u` where `var_u > 1`, else 0 (flat),
+    and the line's value at zero utilisation (`temp - slope * util`); none where no row had both."""
+    u, t = thermal(name, "util"), thermal(name, "temp")
+    var_u = f"({thermal(name, 'util_sq')} - {u} * {u})"
+    cov = f"({thermal(name, 'util_temp')} - {u} * {t})"
+    slope = thermal(name, "slope")
+    return [
+        Rule(slope, f"{cov} / {var_u} and {var_u} > 1 or {u} * 0"),
+        Rule(thermal(name, "intercept"), f"{t} - {slope} * {u}"),
+    ]
 
 
 def _valid(metric: str) -> str:
@@ -229,6 +249,7 @@ def _thermal() -> list[Rule]:
         count = pairs.name("7d")
         out.extend(Rule(thermal(name, stat), f"{s.name('7d')} / ({count} > 0)") for stat, s in sums.items())
         out.append(Rule(thermal(name, "mean"), f"{mean.name('7d')} / ({valid.name('7d')} > 0)"))
+        out.extend(_line(name))
     return out
 
 

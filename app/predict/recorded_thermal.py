@@ -2,7 +2,8 @@
 
 A window's mean temperature and mean utilisation are ratios of the rules' hourly sums over valid rows
 (`recorded_rules.thermal_hourly`: 1 h the instant's hour, 6 h its sum with the five before); the 7-day
-line's moments are the rules' weekly ratios; `thermal.line_residual` fits the same line as the raw path.
+line is the rules' (`recorded_rules.LINE`: fitted to their weekly moments as `thermal.line_residual` fits
+the raw path's).
 Throttle shares are hourly counts of rows in each class (`recorded_rules.THROTTLED`) over the rows with a
 valid bitmask; the violation counters' shares their hourly increase per second of the hour. Pure.
 """
@@ -39,7 +40,7 @@ def thermal(r: Rows) -> dict[str, Array]:
 
 def _residual(r: Rows, which: str, *, util: bool, hours: int) -> Array:
     """`thermal._residual` over the last `hours` (1 or 6) from the window's sums and the recorded 7-day
-    moments."""
+    line."""
 
     def window(stat: str) -> Array:
         name = rr.thermal_hourly(which, stat)
@@ -49,17 +50,12 @@ def _residual(r: Rows, which: str, *, util: bool, hours: int) -> Array:
     mean_t7 = r[rr.thermal(which, "mean")]
     if not util:
         return mean_w - mean_t7
-    u_w = _ratio(window("util"), window("pairs"))
-    mu, mt = r[rr.thermal(which, "util")], r[rr.thermal(which, "temp")]
-    return raw_thermal.line_residual(
+    return raw_thermal.fitted_line_residual(
         mean_w,
-        u_w,
+        _ratio(window("util"), window("pairs")),
         mean_t7,
-        count=r[rr.thermal(which, "count")],
-        mu=mu,
-        mt=mt,
-        var_u=r[rr.thermal(which, "util_sq")] - mu * mu,
-        cov=r[rr.thermal(which, "util_temp")] - mu * mt,
+        slope=r[rr.thermal(which, "slope")],
+        intercept=r[rr.thermal(which, "intercept")],
     )
 
 

@@ -8,8 +8,11 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.predict import features as f
+from app.predict.features import thermal
 
 T0 = 1_740_960_000.0  # 2025-03-03T00:00:00Z
 STEP = 300.0
@@ -399,3 +402,43 @@ def test_featurising_is_fast() -> None:
     assert len(table) == gpus * n
     # About 5 s per million rows on one core measured; a generous bound for a loaded CI machine.
     assert elapsed < 15.0
+
+
+_temps = st.floats(min_value=-20.0, max_value=120.0)
+_utils = st.floats(min_value=0.0, max_value=100.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    mean_w=_temps,
+    u_w=st.one_of(st.just(math.nan), _utils),
+    mean_t7=_temps,
+    count=st.sampled_from([0.0, 1.0, 2016.0]),
+    mu=_utils,
+    mt=_temps,
+    var_u=st.floats(min_value=0.0, max_value=2500.0),
+    slope=st.floats(min_value=-5.0, max_value=5.0),
+)
+def test_the_recorded_line_gives_the_residual_the_moments_give(
+    mean_w: float, u_w: float, mean_t7: float, count: float, mu: float, mt: float, var_u: float, slope: float
+) -> None:
+    """The rules record the 7-day line (`recorded_rules.LINE`) as its slope and its value at zero
+    utilisation, fitted as `line_residual` fits the moments: the same residual, to rounding."""
+    a = np.array
+    cov = slope * var_u
+    fitted = (cov / var_u if var_u > 1.0 else 0.0) if count > 0 else math.nan
+    intercept = mt - fitted * mu if count > 0 else math.nan
+    from_moments = thermal.line_residual(
+        a([mean_w]),
+        a([u_w]),
+        a([mean_t7]),
+        count=a([count]),
+        mu=a([mu]),
+        mt=a([mt]),
+        var_u=a([var_u]),
+        cov=a([cov]),
+    )
+    from_line = thermal.fitted_line_residual(
+        a([mean_w]), a([u_w]), a([mean_t7]), slope=a([fitted]), intercept=a([intercept])
+    )
+    np.testing.assert_allclose(from_line, from_moments, rtol=1e-9, atol=1e-9)

@@ -70,8 +70,8 @@ RTOL, ATOL = 1e-4, 1e-3
 # each daily sum reads the 288 rows of its day, every 5 minutes. Above the rows a rule's value at t depends only on the levels below at t and whole hours
 # before it, not on how often it is evaluated: the live 5-minute interval only adds instants this test
 # does not read (and would cost promtool minutes).
-_LEVEL_STARTS = (7 * 86400.0 + 3600.0, 6 * 86400.0 + 3600.0, 3600.0, 3600.0)
-_LEVEL_STEPS = (float(rr.STEP_S), 3600.0, 3600.0, 3600.0)
+_LEVEL_STARTS = (7 * 86400.0 + 3600.0, 6 * 86400.0 + 3600.0, *(3600.0,) * 4)
+_LEVEL_STEPS = (float(rr.STEP_S), *(3600.0,) * 5)
 
 
 def levels() -> list[list[rr.Rule]]:
@@ -89,11 +89,15 @@ def levels() -> list[list[rr.Rule]]:
 
 def test_levels_follow_the_rule_text() -> None:
     names = [[r.record for r in one] for one in levels()]
-    assert len(names) == 4  # rows, daily, weekly, the ratios
+    assert len(names) == 6  # rows, daily, weekly, the ratios, the thermal line's slope, its intercept
     assert rr.PRESENCE.name(rr.STEP) in names[0]
     assert rr.PRESENCE.name("24h") in names[1]
     assert rr.SAMPLES in names[2]
     assert rr.thermal("gpu", "util") in names[3]
+    assert names[4:] == [
+        [rr.thermal(t, "slope") for t in rr.TEMPERATURES],
+        [rr.thermal(t, "intercept") for t in rr.TEMPERATURES],
+    ]
 
 
 @pytest.fixture(scope="module")

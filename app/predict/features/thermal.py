@@ -98,6 +98,16 @@ def line_residual(
     return np.where(np.isnan(u_w), mean_w - mean_t7, mean_w - expected)
 
 
+def fitted_line_residual(
+    mean_w: Array, u_w: Array, mean_t7: Array, *, slope: Array, intercept: Array
+) -> Array:
+    """`line_residual` from the line already fitted (`slope`, and `intercept` its value at zero
+    utilisation: NaN where no 7-day row had both), as the recording rules record it."""
+    with np.errstate(invalid="ignore"):
+        expected = np.where(np.isnan(intercept), mean_t7, intercept + slope * u_w)
+    return np.where(np.isnan(u_w), mean_w - mean_t7, mean_w - expected)
+
+
 def throttle(df: Normalised, s: Series) -> dict[str, Array]:
     out: dict[str, Array] = {}
     reasons = df.fields.get(THROTTLE)
