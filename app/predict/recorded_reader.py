@@ -101,6 +101,7 @@ class FeatureReader:
     _raw: recent_window.RecentWindow | None = None
     _path: str | None = None
     _refs: dict[str, HostRef] = field(default_factory=dict)
+    _stale: tuple[str, ...] = ()  # the records an older rule bundle lacks (it is read raw meanwhile)
 
     def read(self, now: datetime, tail_s: float) -> FeatureRead:
         path = RECORDED if self._rules_installed(now) else RAW
@@ -121,6 +122,15 @@ class FeatureReader:
                 "risk scoring reads the recording rules' long windows and hourly sums, and the "
                 "exporter's fields, at the instants it scores: no raw window"
             )
+        elif self._stale:
+            log.warning(
+                "risk scoring reads %.0f h of raw samples per cycle: the recording rules installed (group "
+                "%s) are older than this Sickbay and lack %s; install this version's "
+                "rules/prometheus/sickbay-rules.yaml (or its PrometheusRule) to read the recorded windows",
+                self.reader.settings.lookback_s / 3600.0,
+                rr.GROUP,
+                ", ".join(self._stale),
+            )
         else:
             log.warning(
                 "risk scoring reads %.0f h of raw samples per cycle: the recording rules (group %s in "
@@ -134,7 +144,15 @@ class FeatureReader:
             return False  # the rules sum a 5-minute grid; another grid's features would differ
         at = _utc(now.timestamp())
         answer = self.reader.query_range(f"count({rr.SAMPLES})", at, at)
-        return any(one.get("values") for one in answer if isinstance(one, Mapping))
+        if not any(one.get("values") for one in answer if isinstance(one, Mapping)):
+            return False
+        # An older bundle lacks the records added since: the features would read them as missing.
+        names = self.reader.metric_names(_utc(now.timestamp() - 3 * rr.STEP_S), at, match=rr.SUCCESSORS_MATCH)
+        stale = rr.stale_records(names) if names is not None else ()
+        if stale != self._stale:
+            self._stale = stale
+            self._path = None  # said again, with the reason
+        return not stale
 
     def _raw_read(self, now: datetime, tail_s: float) -> FeatureRead:
         reach = _reach_s(self.reader.settings, tail_s)

@@ -7,9 +7,10 @@ hours ending there under `six(name)`); `recorded_features` and `recorded_thermal
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from app.predict.features.fields import DCGM_BLANK_MIN, SOURCE_METRICS
@@ -30,6 +31,15 @@ class Rows:
     keys: pd.DataFrame
     values: Mapping[str, Array]
     fields: frozenset[str]  # source fields with a value on some row: `Normalised.fields`' keys
+    # Each row's group of peers (its node at its instant), numbered once: `peer_median` is called per
+    # feature, and factorizing (node, timestamp) pairs cost ~0.2 s a call at 80,000 GPUs.
+    peers: npt.NDArray[np.intp] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        nodes, _ = pd.factorize(self.keys["node"].astype(str))
+        times, instants = pd.factorize(self.keys["timestamp"])
+        pairs, _ = pd.factorize(nodes.astype(np.int64) * max(len(instants), 1) + times)
+        object.__setattr__(self, "peers", pairs)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -46,9 +56,9 @@ class Rows:
 
     def peer_median(self, values: Array) -> Array:
         """The median of a value over the GPUs of the same node at the same instant (NaN skipped)."""
-        key = pd.MultiIndex.from_arrays([self.keys["node"].astype(str), self.keys["timestamp"]])
-        codes, _ = pd.factorize(key)
-        return pd.Series(values).groupby(codes, sort=False).transform("median").to_numpy(dtype=np.float64)
+        return (
+            pd.Series(values).groupby(self.peers, sort=False).transform("median").to_numpy(dtype=np.float64)
+        )
 
 
 def rows(keys: pd.DataFrame, values: Mapping[str, Array]) -> Rows:

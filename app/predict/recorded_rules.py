@@ -166,6 +166,8 @@ __all__ = [  # the sums' names too: readers and tests know the rules by this mod
     "STATS",
     "STEP",
     "STEP_S",
+    "SUCCESSORS",
+    "SUCCESSORS_MATCH",
     "TEMPERATURES",
     "THROTTLED",
     "THROTTLE_CLASSES",
@@ -189,6 +191,7 @@ __all__ = [  # the sums' names too: readers and tests know the rules by this mod
     "rule_group",
     "rules",
     "short_rules",
+    "stale_records",
     "summed",
     "thermal",
     "thermal_hourly",
@@ -214,6 +217,20 @@ READ: tuple[str, ...] = (
     *READ_HOUR,  # the hourly records the 1 h windows read (`recorded_sums`)
 )
 RECORDS: tuple[str, ...] = tuple(r.record for r in rules())
+# Records added to the bundle after a sibling a GPU has whenever it has them: where a Prometheus holds the
+# sibling and not them, its rules are an older bundle's (`stale_records`), and scoring reads raw.
+SUCCESSORS: dict[str, tuple[str, ...]] = {
+    thermal(t, "util"): (thermal(t, "slope"), thermal(t, "intercept")) for t in TEMPERATURES
+}
+_SUCCESSION = "|".join(sorted({*SUCCESSORS, *(n for names in SUCCESSORS.values() for n in names)}))
+SUCCESSORS_MATCH = f'{{__name__=~"{_SUCCESSION}"}}'
+
+
+def stale_records(names: frozenset[str]) -> tuple[str, ...]:
+    """The successors missing beside their sibling among these record names (none: the bundle is current)."""
+    return tuple(
+        n for sibling, later in SUCCESSORS.items() if sibling in names for n in later if n not in names
+    )
 
 
 def rule_group() -> dict[str, Any]:

@@ -71,6 +71,8 @@ SERIES = [
             'instance="node-b:9400",gpu="0",UUID="GPU-b0"',
         )
     ),
+    # An older bundle's thermal moments without the line recorded from them (`rr.SUCCESSORS`).
+    (f'{rr.thermal("gpu", "util")}{{Hostname="node-a",gpu="0",UUID="GPU-a0"}}', "50"),
     (f'{PCIE_7D}{{Hostname="node-a",gpu="0",UUID="GPU-a0"}}', "0"),
     (f'{PCIE_7D}{{Hostname="node-a",gpu="1",UUID="GPU-a1"}}', "3"),
     (f'{rr.PCIE_COUNT.name("1h")}{{Hostname="node-a",gpu="0",UUID="GPU-a0"}}', "12"),
@@ -415,3 +417,20 @@ def test_a_many_point_read_is_in_flight_alone_dense_two_point_reads_two_at_a_tim
     assert all(group == {"hours0"} for group in client.together if "hours0" in group)
     # Sparse answers are small: as many in flight as there are threads.
     assert max(len(group) for group in client.together if all(q.startswith("sparse") for q in group)) == 3
+
+
+def test_rules_of_an_older_bundle_are_read_raw_and_said_so(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    reader = recorded_reader.FeatureReader(Reader(ReaderSettings(url=url, step_s=STEP)))
+    assert not reader._rules_installed(datetime.fromtimestamp(T, UTC))
+    assert reader._stale == (rr.thermal("gpu", "slope"), rr.thermal("gpu", "intercept"))
+    with caplog.at_level("WARNING"):
+        reader._say(recorded_reader.RAW)
+    assert "older than this Sickbay" in caplog.text
+    assert rr.thermal("gpu", "slope") in caplog.text
+    current = frozenset(
+        {rr.thermal("gpu", "util"), rr.thermal("gpu", "slope"), rr.thermal("gpu", "intercept")}
+    )
+    assert rr.stale_records(current) == ()
+    assert rr.stale_records(frozenset({rr.SAMPLES})) == ()  # no utilisation, no line: nothing missing
