@@ -29,7 +29,7 @@ def lacking(
     instants: Sequence[float],
 ) -> dict[str, npt.NDArray[np.bool_]]:
     """Which GPUs (rows, in `reads.gpus`' numbering) lack each field at each instant: seen (they have a
-    `temperature`) without the field. From the UUIDs of the field's series (`uuids_having`, after the
+    `temperature`) without the field. From the UUIDs of the field's series (`_lacking_one`, after the
     cycle's reads, so that one field's UUIDs are held at a time), else from a join per field."""
     uuids = [g[2] for g in sorted(reads.gpus, key=reads.gpus.__getitem__)]
     seen = ~np.isnan(recorded_reads.pad(temperature, len(uuids)))

@@ -60,7 +60,8 @@ Summing that over every selector of a rule bounds it from above (the engine free
   the CRC's two fields), the short windows' rows (`SHORT_SUMS`) at most 3 (0.24M, hardware throttling); the second version's hourly subqueries held 12 times these, and 38
   `== bool code` selectors for the XID "workload" class (36.5M);
 - hourly (only the sums the short windows read, `HOURLY_READ`): 12 row samples (0.96M);
-- daily: 288 row samples (23M, the largest); weekly: 7 one-sample selectors (0.6M); the ratios: 2 (0.16M).
+- daily: 288 row samples (23M, the largest); weekly: 7 one-sample selectors (0.6M); the ratios: 2 (0.16M);
+  the thermal line (`recorded_sums._line`, from the ratios): at most 7 (0.56M).
 
 `tests/predict/test_recorded_rules_samples.py` recomputes these bounds from the rule text. Names follow
 Prometheus' `level:metric:operations` (https://prometheus.io/docs/practices/rules/): level `gpu` (no
