@@ -182,7 +182,6 @@ XID_EVENTS = XID_CHANGE_SUM.name("7d")
 # utilisation are both valid (count, utilisation, temperature, their square and product), and the
 # temperature's own mean over its valid rows: weekly sums, then their ratios.
 TEMPERATURES = ("gpu", "mem", "gap")
-STATS = ("count", "util", "temp", "util_sq", "util_temp", "mean")
 # What scoring reads of each line: the temperature's mean, and the line fitted to the moments above
 # (`features.thermal.line_residual`'s slope, and its value at zero utilisation), 3 records where the moments
 # are 6: at 80,000 GPUs a dense read costs Prometheus ~0.8 s of CPU and Sickbay ~0.3 s (docs/benchmarks.md).
@@ -197,8 +196,6 @@ _MEANS = {  # stat -> (the mean's record op, the sum's op)
 
 
 def thermal(temperature: str, stat: str) -> str:
-    if stat == "count":
-        return record(_METRIC[temperature], "util_pairs_count_over_time7d")
     if stat == "mean":
         return record(_METRIC[temperature], "avg_over_time7d")
     if stat in ("slope", "intercept"):
