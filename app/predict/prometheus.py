@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import pandas as pd
 
-from app.predict import features, range_answers
+from app.predict import features, range_answers, range_json
 from app.predict.promql import HostRef, host_matchers, host_ref, selector
 
 log = logging.getLogger(__name__)
@@ -73,29 +73,92 @@ class ReaderSettings:
     metrics: tuple[str, ...] = features.SOURCE_METRICS
 
 
-def connect(settings: ReaderSettings) -> RangeClient:
-    """A `PrometheusConnect` with timeouts and retries (urllib3's, with backoff, on 429 and 5xx)."""
-    from prometheus_api_client import PrometheusConnect  # noqa: PLC0415 - only when a reader connects
-    from urllib3.util.retry import Retry  # noqa: PLC0415
+class HttpClient:
+    """`PrometheusConnect` (timeouts, urllib3's retries with backoff on 429 and 5xx) for the calls it makes,
+    and range answers as the body's bytes on the same session, for `range_json` to decode without a
+    Python object per sample (the reads that answer every GPU)."""
 
-    retry = Retry(
-        total=settings.retries,
-        backoff_factor=settings.backoff_s,
-        status_forcelist=(429, 500, 502, 503, 504),
-        allowed_methods=frozenset({"GET", "POST"}),
-        raise_on_status=False,
-    )
-    headers = dict(settings.headers)
-    if not settings.compress and not any(name.lower() == "accept-encoding" for name in headers):
-        headers["Accept-Encoding"] = "identity"
-    client: RangeClient = PrometheusConnect(
-        url=settings.url,
-        headers=headers or None,
-        disable_ssl=not settings.verify_tls,
-        retry=retry,
-        timeout=settings.timeout_s,
-    )
-    return client
+    def __init__(self, settings: ReaderSettings) -> None:
+        import requests  # noqa: PLC0415 - only when a reader connects
+        from prometheus_api_client import PrometheusConnect  # noqa: PLC0415
+        from urllib3.util.retry import Retry  # noqa: PLC0415
+
+        retry = Retry(
+            total=settings.retries,
+            backoff_factor=settings.backoff_s,
+            status_forcelist=(429, 500, 502, 503, 504),
+            allowed_methods=frozenset({"GET", "POST"}),
+            raise_on_status=False,
+        )
+        headers = dict(settings.headers)
+        if not settings.compress and not any(name.lower() == "accept-encoding" for name in headers):
+            headers["Accept-Encoding"] = "identity"
+        self.url = settings.url.rstrip("/")
+        self.headers = headers or None
+        self.session = requests.Session()
+        self.session.verify = settings.verify_tls
+        # PrometheusConnect mounts its retrying adapter on the session given it: both paths retry alike.
+        self.prometheus = PrometheusConnect(
+            url=settings.url,
+            headers=self.headers,
+            disable_ssl=not settings.verify_tls,
+            retry=retry,
+            session=self.session,
+            timeout=settings.timeout_s,
+        )
+
+    def custom_query_range(
+        self,
+        query: str,
+        start_time: datetime,
+        end_time: datetime,
+        step: str,
+        *,
+        params: dict[str, Any] | None = None,
+        timeout: int | None = None,
+    ) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.prometheus.custom_query_range(
+            query, start_time=start_time, end_time=end_time, step=step, params=params, timeout=timeout
+        )
+        return result
+
+    def get_label_values(self, label_name: str, params: dict[str, Any] | None = None) -> list[str]:
+        values: list[str] = self.prometheus.get_label_values(label_name, params=params)
+        return values
+
+    def range_body(
+        self,
+        query: str,
+        start_time: datetime,
+        end_time: datetime,
+        step: str,
+        *,
+        params: dict[str, Any] | None = None,
+        timeout: int | None = None,
+    ) -> bytes:
+        """The body of a successful range query (the same request `custom_query_range` makes)."""
+        response = self.session.get(
+            f"{self.url}/api/v1/query_range",
+            params={
+                "query": query,
+                "start": round(start_time.timestamp()),
+                "end": round(end_time.timestamp()),
+                "step": step,
+                **(params or {}),
+            },
+            headers=self.headers,
+            timeout=timeout,
+        )
+        if response.status_code != 200:
+            raise PrometheusUnavailable(
+                f"HTTP Status Code {response.status_code} ({response.content[:500]!r})"
+            )
+        return response.content
+
+
+def connect(settings: ReaderSettings) -> RangeClient:
+    """A client with timeouts and retries (urllib3's, with backoff, on 429 and 5xx)."""
+    return HttpClient(settings)
 
 
 def _millisecond_bounds(start: datetime, end: datetime) -> dict[str, str] | None:
@@ -141,18 +204,43 @@ class Reader:
         self, query: str, start: datetime, end: datetime, *, step_s: float | None = None
     ) -> list[dict[str, Any]]:
         """The answer's series of one range query (cut into chunks), or `PrometheusUnavailable`."""
-        return self._range(query, start, end, step_s=step_s)
+        out: list[dict[str, Any]] = []
+        for one in self._chunks(query, start, end, step_s=step_s, body=False):
+            if not isinstance(one, list):
+                raise PrometheusUnavailable("the response is not a list of series", query=query)
+            out.extend(one)
+        return out
 
-    def _range(
+    def range_samples(
         self, query: str, start: datetime, end: datetime, *, step_s: float | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> range_answers.Samples:
+        """One range query's answer (cut into chunks) as columns, decoded from the body where the client
+        gives it (`HttpClient`), else from the client's series; or `PrometheusUnavailable`."""
+        parts: list[range_answers.Samples] = []
+        for one in self._chunks(query, start, end, step_s=step_s, body=True):
+            try:
+                if isinstance(one, bytes):
+                    parts.append(range_json.decode(one))
+                elif isinstance(one, list):
+                    parts.append(range_answers.samples(one))
+                else:
+                    raise range_answers.Malformed("the response is not a list of series")
+            except range_answers.Malformed as exc:
+                raise PrometheusUnavailable(str(exc), query=query) from exc
+        return range_answers.Samples.joined(parts) if parts else range_answers.samples([])
+
+    def _chunks(
+        self, query: str, start: datetime, end: datetime, *, step_s: float | None, body: bool
+    ) -> Iterator[object]:
+        """Each chunk's answer as the client gives it: the body's bytes where `body` and the client can."""
         step_s = self.settings.step_s if step_s is None else step_s
         step = f"{step_s:g}s"
-        out: list[dict[str, Any]] = []
+        ask = getattr(self.client, "range_body", None) if body else None
+        ask = ask or self.client.custom_query_range
         for lo, hi in chunks(start, end, step_s=step_s, max_points=self.settings.max_points):
             self.queries += 1
             try:
-                result = self.client.custom_query_range(
+                answer = ask(
                     query,
                     start_time=lo,
                     end_time=hi,
@@ -160,12 +248,11 @@ class Reader:
                     params=_millisecond_bounds(lo, hi),
                     timeout=math.ceil(self.settings.timeout_s),
                 )
+            except PrometheusUnavailable as exc:
+                raise PrometheusUnavailable(exc.reason, query=query) from exc
             except Exception as exc:  # requests, urllib3 and the client's own errors all mean "not now"
                 raise PrometheusUnavailable(f"{type(exc).__name__}: {exc}", query=query) from exc
-            if not isinstance(result, list):
-                raise PrometheusUnavailable("the response is not a list of series", query=query)
-            out.extend(result)
-        return out
+            yield answer
 
     def metric_names(self, start: datetime, end: datetime, *, match: str) -> frozenset[str] | None:
         """The metric names of the series matching `match` with samples in [start, end] (`label_values`)."""
@@ -214,14 +301,11 @@ class Reader:
         with range_answers.collector_paused():
             for metric in self.settings.metrics:
                 query = selector(metric, matchers)
-                series = self._range(query, datetime.fromtimestamp(grid_start, UTC), end)
-                try:
-                    cells[metric] = range_answers.parse(
-                        series, gpus, grid_start=grid_start, step=step, n_times=n_times, nodes=wanted
-                    )
-                except range_answers.Malformed as exc:
-                    raise PrometheusUnavailable(str(exc), query=query) from exc
-                del series
+                answer = self.range_samples(query, datetime.fromtimestamp(grid_start, UTC), end)
+                cells[metric] = range_answers.parse(
+                    answer, gpus, grid_start=grid_start, step=step, n_times=n_times, nodes=wanted
+                )
+                del answer
         return range_answers.assemble(gpus, cells, grid_start=grid_start, step=step, n_times=n_times)
 
     def hosts(self, start: datetime, end: datetime, *, metric: str = features.GPU_TEMP) -> list[HostRef]:
@@ -233,7 +317,7 @@ class Reader:
         by = ", ".join(features.HOST_COLUMNS)
         query = f"group by ({by}) (last_over_time({selector(metric)}[{step_s:g}s]))"
         found: set[HostRef] = set()
-        for one in self._range(query, start, end, step_s=step_s):
+        for one in self.query_range(query, start, end, step_s=step_s):
             labels = one.get("metric", {}) if isinstance(one, Mapping) else {}
             ref = host_ref(labels) if isinstance(labels, Mapping) else None
             if ref is not None:

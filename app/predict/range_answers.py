@@ -1,8 +1,9 @@
 """A range query's answer on the reader's grid: every sample parsed in one vectorised pass, then the
 wide frame (one row per GPU per step, a column per metric) assembled without copying the samples.
 
-Pure functions over the parsed JSON; a malformed answer raises `Malformed`, which the reader reports as
-Prometheus being unavailable.
+Pure functions over an answer's samples as columns (`Samples`: decoded from the body by `range_json`, or
+made from the parsed JSON by `samples`); a malformed answer raises `Malformed`, which the reader reports
+as Prometheus being unavailable.
 """
 
 from __future__ import annotations
@@ -48,8 +49,63 @@ class Malformed(ValueError):
     """A range answer whose samples are not [time, value] pairs."""
 
 
+@dataclass(frozen=True, slots=True)
+class Samples:
+    """A range answer as columns: each series' labels (its `metric` as sent) and number of samples, then
+    every sample's time and value, series after series. Built from the parsed JSON (`samples`) or decoded
+    straight from the body (`range_json`): either way no Python object per sample is kept."""
+
+    labels: Sequence[Any]
+    counts: npt.NDArray[np.int64]
+    times: npt.NDArray[np.float64]
+    values: npt.NDArray[np.float64]
+
+    @classmethod
+    def joined(cls, parts: Sequence[Samples]) -> Samples:
+        """One answer of several (a long range read in chunks), the series in the order given."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(
+            labels=[labels for part in parts for labels in part.labels],
+            counts=np.concatenate([np.zeros(0, np.int64), *(part.counts for part in parts)]),
+            times=np.concatenate([np.zeros(0), *(part.times for part in parts)]),
+            values=np.concatenate([np.zeros(0), *(part.values for part in parts)]),
+        )
+
+
+def samples(series: Iterable[Any]) -> Samples:
+    """The parsed JSON's series as columns. Values are Prometheus' strings ("NaN" and "+Inf" included), or
+    numbers; one that `float()` refuses reads as NaN. A series or sample of another shape is `Malformed`."""
+    labels: list[Any] = []
+    counts: list[int] = []
+    pairs: list[Any] = []
+    for one in series:
+        if not isinstance(one, Mapping):
+            raise Malformed("a series of the answer is not an object")
+        values = one.get("values") or []
+        if not isinstance(values, list):
+            raise Malformed("a series' samples are not a list")
+        labels.append(one.get("metric", {}))
+        counts.append(len(values))
+        pairs.extend(values)
+    try:
+        flat = list(chain.from_iterable(pairs))
+    except TypeError as exc:
+        raise Malformed("a sample of the answer is not a [time, value] pair") from exc
+    if len(flat) != 2 * len(pairs):
+        raise Malformed("a sample of the answer is not a [time, value] pair")
+    items = np.array(flat, dtype=object)
+    del flat
+    return Samples(
+        labels=labels,
+        counts=np.array(counts, dtype=np.int64),
+        times=_floats(items[0::2], strict=True),
+        values=_floats(items[1::2], strict=False),
+    )
+
+
 def parse(
-    series: Iterable[Mapping[str, Any]],
+    answer: Samples | Iterable[Any],
     gpus: dict[tuple[str, int, str], int],
     *,
     grid_start: float,
@@ -60,21 +116,17 @@ def parse(
 ) -> Cells:
     """Every sample of one query's answer on the grid, in one vectorised pass over all its series.
 
-    Python touches each series once (its labels) and each sample once (flattening); conversion and slotting
-    are numpy's. Values are Prometheus' strings ("NaN" and "+Inf" included), or numbers; one that is neither
-    reads as NaN. Samples off the grid's range are dropped; GPUs are numbered in `gpus` as first seen.
-    `identities` keeps each label set's GPU number in `gpus` (-1: no GPU, or a node not in `nodes`), the
-    metric's name aside (removed from the answer's labels), across the reads given it with the same
-    `gpus` and `nodes` (worth it where the answers' labels are only the GPU's names: one entry per GPU).
+    Python touches each series once (its labels); slotting is numpy's. Samples off the grid's range are
+    dropped; GPUs are numbered in `gpus` as first seen. `identities` keeps each label set's GPU number in
+    `gpus` (-1: no GPU, or a node not in `nodes`), the metric's name aside (removed from the answer's
+    labels), across the reads given it with the same `gpus` and `nodes` (worth it where the answers' labels
+    are only the GPU's names: one entry per GPU).
     """
-    indices: list[int] = []
-    counts: list[int] = []
-    samples: list[Any] = []
-    for one in series:
-        values = one.get("values", [])
-        if not values:
+    answer = answer if isinstance(answer, Samples) else samples(answer)
+    numbers = np.full(len(answer.counts), -1, dtype=np.int64)
+    for position, (labels, count) in enumerate(zip(answer.labels, answer.counts.tolist(), strict=True)):
+        if not count:
             continue
-        labels = one.get("metric", {})
         if identities is not None and type(labels) is dict:  # JSON's: the cached way, ~2 µs a series
             # The same GPU under every record's name: one key for all of them. Taken out of the answer in
             # place (a copy per series cost ~0.5 s a cycle at 8,000 GPUs); nothing reads it after this.
@@ -86,22 +138,11 @@ def parse(
         else:
             identity = gpu_identity(labels) if isinstance(labels, Mapping) else None
             number = _number_of(identity, gpus, nodes)
-        if number < 0:
-            continue
-        indices.append(number)
-        counts.append(len(values))
-        samples.extend(values)
-    flat = list(chain.from_iterable(samples))
-    if len(flat) != 2 * len(samples):
-        raise Malformed("a sample of the answer is not a [time, value] pair")
-    pairs = np.array(flat, dtype=object)
-    del flat
-    t = _floats(pairs[0::2], strict=True)
-    v = _floats(pairs[1::2], strict=False)
-    slot = np.rint((t - grid_start) / step).astype(np.int64)
-    index = np.repeat(np.array(indices, dtype=np.int64), counts)
-    ok = (slot >= 0) & (slot < n_times)
-    return Cells(index=index[ok], slot=slot[ok], value=v[ok])
+        numbers[position] = number
+    index = np.repeat(numbers, answer.counts)
+    slot = np.rint((answer.times - grid_start) / step).astype(np.int64)
+    ok = (index >= 0) & (slot >= 0) & (slot < n_times)
+    return Cells(index=index[ok], slot=slot[ok], value=answer.values[ok])
 
 
 def _number_of(

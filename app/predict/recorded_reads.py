@@ -42,13 +42,12 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from app.predict import features, range_answers
-from app.predict.prometheus import PrometheusUnavailable, Reader
+from app.predict.prometheus import Reader
 from app.predict.promql import HostRef, host_ref, selector
 
 Array = npt.NDArray[np.float64]
@@ -148,7 +147,7 @@ class InstantReads:
 
     def _answers(
         self, parts: Sequence[tuple[Read, tuple[float, float, int]]]
-    ) -> Iterator[list[dict[str, Any]]]:
+    ) -> Iterator[range_answers.Samples]:
         """The answers in the order asked, up to `concurrent` queries in flight and `HELD` dense two-point
         reads' worth of answers waiting.
 
@@ -162,7 +161,7 @@ class InstantReads:
         with ThreadPoolExecutor(
             max_workers=max(1, self.concurrent), thread_name_prefix="recorded-read"
         ) as pool:
-            pending: deque[tuple[Future[list[dict[str, Any]]], int]] = deque()
+            pending: deque[tuple[Future[range_answers.Samples], int]] = deque()
             following = 0
 
             def top_up() -> None:
@@ -186,25 +185,22 @@ class InstantReads:
                 for future, _ in pending:
                     future.cancel()
 
-    def _query(self, read: Read, start: float, step: float, n: int) -> list[dict[str, Any]]:
+    def _query(self, read: Read, start: float, step: float, n: int) -> range_answers.Samples:
         lo = start + read.shift
-        return self.reader.query_range(read.query, _utc(lo), _utc(lo + step * (n - 1)), step_s=step)
+        return self.reader.range_samples(read.query, _utc(lo), _utc(lo + step * (n - 1)), step_s=step)
 
     def _dense(
-        self, read: Read, answer: list[dict[str, Any]], *, start: float, step: float, n: int
+        self, read: Read, answer: range_answers.Samples, *, start: float, step: float, n: int
     ) -> tuple[Array, list[int]]:
         columns = {round(t, 3): i for i, t in enumerate(read.times)}
-        try:
-            cells = range_answers.parse(
-                answer,
-                self.gpus,
-                grid_start=start + read.shift,
-                step=step,
-                n_times=n,
-                identities=self.identities,
-            )
-        except range_answers.Malformed as exc:
-            raise PrometheusUnavailable(str(exc), query=read.query) from exc
+        cells = range_answers.parse(
+            answer,
+            self.gpus,
+            grid_start=start + read.shift,
+            step=step,
+            n_times=n,
+            identities=self.identities,
+        )
         dense = np.full((len(self.gpus), n), np.nan)
         np.fmax.at(dense, (cells.index, cells.slot), cells.value)
         if read.sparse:  # a GPU left out of the answer is 0; one answered NaN has no value
@@ -229,9 +225,8 @@ class InstantReads:
                 out[len(dense) :, cols] = 0.0
         return out
 
-    def _remember(self, answer: Sequence[Any]) -> None:
-        for one in answer:
-            labels = one.get("metric", {}) if isinstance(one, dict) else {}
+    def _remember(self, answer: range_answers.Samples) -> None:
+        for labels in answer.labels:
             ref = host_ref(labels) if isinstance(labels, dict) else None
             if ref is not None and ref.node not in self.refs:
                 self.refs[ref.node] = ref

@@ -31,7 +31,7 @@ from app.predict import recorded_rules as rr
 from app.predict.features import fields as f
 from app.predict.features.frame import KEY_COLUMNS
 from app.predict.features.series import W7D, W24H
-from app.predict.prometheus import PrometheusUnavailable, Reader
+from app.predict.prometheus import Reader
 from app.predict.promql import HostRef, host_matchers, host_ref, selector
 from app.predict.recorded_reads import BY
 
@@ -69,11 +69,8 @@ def read(reader: Reader, instants: Sequence[float], *, nodes: Collection[str]) -
     with range_answers.collector_paused():
         for lo in range(0, len(hosts), HOST_BATCH):
             query = _changes(host_matchers(hosts[lo : lo + HOST_BATCH]), step)
-            answer = reader.query_range(query, _utc(first), _utc(instants[-1]))
-            try:
-                found.append(range_answers.parse(answer, gpus, grid_start=first, step=step, n_times=n_rows))
-            except range_answers.Malformed as exc:
-                raise PrometheusUnavailable(str(exc), query=query) from exc
+            answer = reader.range_samples(query, _utc(first), _utc(instants[-1]))
+            found.append(range_answers.parse(answer, gpus, grid_start=first, step=step, n_times=n_rows))
     if not gpus:
         return pd.DataFrame(columns=[*KEY_COLUMNS, *FEATURES])
     index = np.concatenate([c.index for c in found])

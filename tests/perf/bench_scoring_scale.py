@@ -86,13 +86,17 @@ def child_main(args: argparse.Namespace) -> None:
     """A cold then a warm cycle in this process; one JSON line with the figures."""
     settings = prometheus.ReaderSettings(url=args.url, step_s=STEP_S, lookback_s=LOOKBACK_S)
     queries = [0]
-    query_range = prometheus.Reader.query_range
 
-    def counted(self: prometheus.Reader, *a: Any, **k: Any) -> Any:
-        queries[0] += 1
-        return query_range(self, *a, **k)
+    def counting(ask: Any) -> Any:
+        def counted(self: prometheus.Reader, *a: Any, **k: Any) -> Any:
+            queries[0] += 1
+            return ask(self, *a, **k)
 
-    prometheus.Reader.query_range = counted  # type: ignore[method-assign]  # every reader the path makes
+        return counted
+
+    # Every reader the path makes, both kinds of range query.
+    prometheus.Reader.query_range = counting(prometheus.Reader.query_range)  # type: ignore[method-assign]
+    prometheus.Reader.range_samples = counting(prometheus.Reader.range_samples)  # type: ignore[method-assign]
     reader = recorded_reader.FeatureReader(prometheus.Reader(settings))
     seen: list[recorded_reader.FeatureRead] = []
     read_s = [0.0]

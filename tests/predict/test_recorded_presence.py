@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from app.demo.processes import free_port
-from app.predict import recorded_lacking, recorded_reader, recorded_reads
+from app.predict import range_answers, recorded_lacking, recorded_reader, recorded_reads
 from app.predict import recorded_presence as presence
 from app.predict import recorded_rules as rr
 from app.predict.features import fields as f
@@ -240,6 +240,12 @@ class _Counting(Reader):
     def query_range(self, query: str, start: datetime, end: datetime, *, step_s: float | None = None) -> Any:
         self.sent.append(query)
         return super().query_range(query, start, end, step_s=step_s)
+
+    def range_samples(
+        self, query: str, start: datetime, end: datetime, *, step_s: float | None = None
+    ) -> range_answers.Samples:
+        self.sent.append(query)
+        return super().range_samples(query, start, end, step_s=step_s)
 
     def label_values(
         self, label: str, start: datetime, end: datetime, *, match: str

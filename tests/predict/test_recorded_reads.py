@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.predict import recorded_reads
+from app.predict import range_answers, recorded_reads
 from app.predict import recorded_rules as rr
 
 LAST = 1_800_000_000.0  # a grid instant (a multiple of 5 minutes)
@@ -67,6 +67,11 @@ class _Answers:
     ) -> list[dict[str, object]]:
         self.queries.append(query)
         return next((answer for name, answer in self.series.items() if name in query), [])
+
+    def range_samples(
+        self, query: str, start: object, end: object, *, step_s: float
+    ) -> range_answers.Samples:
+        return range_answers.samples(self.query_range(query, start, end, step_s=step_s))
 
 
 def _series(name: str, value: float, **labels: str) -> dict[str, object]:
