@@ -67,9 +67,9 @@ class HostRef:
 def host_ref(labels: Mapping[str, str]) -> HostRef | None:
     """The host a series' labels name, as `gpu_identity` reads it, with the label that names it."""
     label = next((name for name in features.HOST_COLUMNS if labels.get(name)), None)
-    if label is None:
+    value = labels[label] if label is not None else None
+    if label is None or not isinstance(value, str):
         return None
-    value = labels[label]
     node = value.rsplit(":", 1)[0] if label == "instance" and ":" in value else value
     return HostRef(node=node, label=label, value=value)
 
@@ -78,7 +78,7 @@ def gpu_identity(labels: Mapping[str, str]) -> tuple[str, int, str] | None:
     """(node, gpu, uuid) from a series' labels, accepting every host spelling; None without host or gpu."""
     host = next((labels[name] for name in features.HOST_COLUMNS if labels.get(name)), None)
     gpu = labels.get("gpu")
-    if host is None or gpu is None or not gpu.isdigit():
+    if not isinstance(host, str) or not isinstance(gpu, str) or not gpu.isdigit():
         return None
     if host == labels.get("instance") and "node" not in labels:
         host = host.rsplit(":", 1)[0] if ":" in host else host

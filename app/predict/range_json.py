@@ -20,7 +20,7 @@ from itertools import chain
 import msgspec
 import numpy as np
 
-from app.predict.range_answers import Malformed, Samples, samples
+from app.predict.range_answers import GpuNames, Malformed, Samples, samples
 
 # Series decoded into pair objects at once: big enough that a batch costs no more per series than one
 # decode of everything, small enough that a 12-point batch's pairs are ~6 MB.
@@ -28,7 +28,7 @@ BATCH = 4096
 
 
 class _Series(msgspec.Struct):
-    metric: dict[str, str] = {}
+    metric: GpuNames = GpuNames()
     values: msgspec.Raw = msgspec.Raw(b"[]")
 
 

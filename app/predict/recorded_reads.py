@@ -130,7 +130,7 @@ class InstantReads:
     points: int = 0
     concurrent: int = CONCURRENT
     # Each label set's number in `gpus` (names then values; -1: no GPU): every answer names the same GPUs.
-    identities: dict[tuple[str, ...], int] = field(default_factory=dict)
+    identities: dict[range_answers.LabelKey, int] = field(default_factory=dict)
 
     def run(self, reads: Sequence[Read], *, remember: str | None = None) -> dict[str, Array]:
         """Each read's (GPUs seen so far, len(times)) values (NaN where none), by name; the hosts of the
@@ -227,7 +227,8 @@ class InstantReads:
 
     def _remember(self, answer: range_answers.Samples) -> None:
         for labels in answer.labels:
-            ref = host_ref(labels) if isinstance(labels, dict) else None
+            by_name = range_answers.mapping(labels)
+            ref = host_ref(by_name) if by_name is not None else None
             if ref is not None and ref.node not in self.refs:
                 self.refs[ref.node] = ref
 

@@ -28,7 +28,7 @@ def _parse(answer: list[dict[str, Any]], gpus: dict[Any, int], **kw: Any) -> ran
 
 def test_gpus_are_numbered_as_first_seen_and_a_records_name_does_not_split_a_gpu() -> None:
     gpus: dict[Any, int] = {}
-    cache: dict[tuple[str, ...], int] = {}
+    cache: dict[range_answers.LabelKey, int] = {}
     a = {"Hostname": "n1", "gpu": "0", "UUID": "GPU-a"}
     b = {"Hostname": "n1", "gpu": "1", "UUID": "GPU-b"}
     first = _parse([_series(b, (START, "1")), _series(a, (START, "2"))], gpus, identities=cache)
@@ -45,7 +45,7 @@ def test_gpus_are_numbered_as_first_seen_and_a_records_name_does_not_split_a_gpu
 
 def test_series_that_name_no_gpu_or_an_unwanted_node_or_have_no_points_are_left_out_unnumbered() -> None:
     gpus: dict[Any, int] = {}
-    cache: dict[tuple[str, ...], int] = {}
+    cache: dict[range_answers.LabelKey, int] = {}
     answer = [
         _series({"Hostname": "n1", "UUID": "GPU-x"}, (START, "1")),  # no gpu label
         _series({"Hostname": "n2", "gpu": "0", "UUID": "GPU-y"}, (START, "1")),  # not a wanted node
@@ -91,7 +91,7 @@ _ANSWER = st.lists(
 def test_the_cache_gives_what_reading_every_series_labels_gives(answers: list[Any]) -> None:
     plain: dict[Any, int] = {}
     cached: dict[Any, int] = {}
-    cache: dict[tuple[str, ...], int] = {}
+    cache: dict[range_answers.LabelKey, int] = {}
     for answer in answers:
         series = [
             _series(labels, *((START + k * STEP, repr(v)) for k, v in points)) for labels, points in answer

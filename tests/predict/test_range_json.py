@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.predict import range_answers, range_json
+from app.predict.features import HOST_COLUMNS
 
 T0 = 1_740_960_000
 
@@ -29,8 +30,14 @@ def plain(raw: bytes) -> range_answers.Samples:
     return range_answers.samples(json.loads(raw)["data"]["result"])
 
 
+def naming(labels: Any) -> dict[str, Any]:
+    """The labels that name a GPU and its host: all a decoded answer keeps (`range_answers.GpuNames`)."""
+    by_name = range_answers.mapping(labels) or {}
+    return {k: v for k, v in by_name.items() if k in range_answers.GpuNames.__struct_fields__}
+
+
 def assert_same(got: range_answers.Samples, want: range_answers.Samples) -> None:
-    assert list(got.labels) == list(want.labels)
+    assert [naming(x) for x in got.labels] == [naming(x) for x in want.labels]
     assert got.counts.tolist() == want.counts.tolist()
     np.testing.assert_array_equal(got.times, want.times)
     np.testing.assert_array_equal(got.values, want.values)  # NaN equal to NaN; -0.0 equal to 0.0
@@ -66,7 +73,7 @@ def test_values_read_as_prometheus_writes_them_without_the_fallback(monkeypatch:
     labels = {"Hostname": "n1", "gpu": "0", "le": "+Inf"}
     values = [[T0, "NaN"], [T0 + 300, "+Inf"], [T0 + 600, "-Inf"], [T0 + 900, "52.25"], [T0 + 1200.5, "1e-3"]]
     got = range_json.decode(body([{"metric": labels, "values": values}]))
-    assert got.labels == [labels]  # "+Inf" in a label is the label's
+    assert got.labels == [range_answers.GpuNames(Hostname="n1", gpu="0")]  # "+Inf" in `le` is not read
     assert got.times.tolist() == [T0, T0 + 300, T0 + 600, T0 + 900, T0 + 1200.5]
     assert math.isnan(got.values[0])
     assert got.values[1:].tolist() == [math.inf, -math.inf, 52.25, 0.001]
@@ -117,3 +124,21 @@ def test_what_is_not_a_range_answer_is_malformed(raw: bytes) -> None:
 def test_prometheus_error_message_is_kept() -> None:
     with pytest.raises(range_answers.Malformed, match="parse error"):
         range_json.decode(b'{"status": "error", "errorType": "bad_data", "error": "parse error"}')
+
+
+def test_the_decoded_names_are_every_label_a_gpu_or_host_is_named_by() -> None:
+    assert set(range_answers.GpuNames.__struct_fields__) == {*HOST_COLUMNS, "gpu", "UUID", "uuid"}
+
+
+def test_a_naming_label_that_is_not_a_string_names_no_gpu_and_breaks_nothing() -> None:
+    raw = body(
+        [
+            {"metric": {"Hostname": "n1", "gpu": 5}, "values": [[T0, "1"]]},
+            {"metric": {"Hostname": ["n1"], "gpu": "1"}, "values": [[T0, "2"]]},
+            {"metric": {"Hostname": "n1", "gpu": "2", "UUID": "GPU-c"}, "values": [[T0, "3"]]},
+        ]
+    )
+    gpus: dict[tuple[str, int, str], int] = {}
+    cells = range_answers.parse(range_json.decode(raw), gpus, grid_start=T0, step=300.0, n_times=1)
+    assert gpus == {("n1", 2, "GPU-c"): 0}
+    assert cells.value.tolist() == [3.0]

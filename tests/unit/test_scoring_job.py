@@ -8,12 +8,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from prometheus_client import CollectorRegistry
 
 from app import domain
 from app.config.settings import PredictionSettings
 from app.obs.metrics import create_metrics
 from app.predict import registry, score, service
+from app.service import scoring_job
 from app.service.scoring_job import SHIPPED_MODELS, Scoring
 from app.store import inbox, journal
 
@@ -71,5 +73,25 @@ async def test_a_fresh_models_volume_starts_from_the_shipped_model(tmp_path: Pat
         assert scoring.service.model.card.version == shipped
         assert registry.read_pointer(tmp_path / "volume")["current"] == shipped
         await scoring.stop()
+    finally:
+        await box.close()
+
+
+async def test_the_mmap_threshold_is_fixed_once_scoring_is_scheduled_and_not_without_prometheus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fixed: list[int] = []
+    monkeypatch.setattr(scoring_job.predict_allocator, "fix_mmap_threshold", fixed.append)
+    box = await inbox.Inbox.open(tmp_path / "sickbay.db")
+    try:
+        for url in (None, "http://127.0.0.1:9"):
+            settings = PredictionSettings(
+                models_dir=SHIPPED_MODELS, prometheus_url=url, mmap_threshold_bytes=3 << 20
+            )
+            scoring = Scoring(settings, inbox=box, metrics=create_metrics(CollectorRegistry()))
+            await scoring.start()
+            await scoring.loaded()
+            await scoring.stop()
+            assert fixed == ([3 << 20] if url else [])
     finally:
         await box.close()
