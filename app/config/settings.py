@@ -234,8 +234,8 @@ class PredictionSettings(BaseModel):
     # Ask Prometheus for gzip-compressed answers: for a Prometheus across a slow link; in the cluster,
     # compressing costs its CPU more than it saves (`predict.prometheus.ReaderSettings.compress`).
     prometheus_compress: bool = False
-    # glibc's mmap threshold, fixed while scoring runs (`app.predict.allocator`): scoring's arrays then
-    # go back to the kernel when freed instead of fragmenting the heap. 0 leaves glibc's sliding one.
+    # glibc's mmap threshold while Prometheus' answers are read into arrays (`app.predict.allocator`):
+    # those arrays go back to the kernel when freed instead of fragmenting the heap. 0 leaves glibc's.
     mmap_threshold_bytes: int = Field(default=2**20, ge=0, le=32 * 2**20)
     interval_s: float = Field(default=300.0, gt=0)
     lookback_s: float = Field(default=7 * 86400.0, gt=0)

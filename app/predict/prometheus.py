@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from app.predict import features, range_answers, range_json
+from app.predict import allocator, features, range_answers, range_json
 from app.predict.promql import HostRef, host_matchers, host_ref, selector
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,8 @@ class ReaderSettings:
     # cluster ~0.8 GB a cycle. Across a slow link, compress (or set `Accept-Encoding` in `headers`).
     compress: bool = False
     metrics: tuple[str, ...] = features.SOURCE_METRICS
+    # glibc's mmap threshold while answers are read into arrays (`allocator.lowered`; 0: glibc's own).
+    mmap_threshold_bytes: int = 0
 
 
 class HttpClient:
@@ -190,6 +192,7 @@ class Reader:
     def __init__(self, settings: ReaderSettings, *, client: RangeClient | None = None) -> None:
         if settings.max_points > MAX_POINTS_PER_SERIES:
             raise ValueError(f"max_points above Prometheus' limit of {MAX_POINTS_PER_SERIES}")
+        allocator.check(settings.mmap_threshold_bytes)
         self.settings = settings
         self._client = client
         self.queries = 0
@@ -298,7 +301,7 @@ class Reader:
         wanted = {h.node for h in hosts} or None
         gpus: dict[tuple[str, int, str], int] = {}
         cells: dict[str, range_answers.Cells] = {}
-        with range_answers.collector_paused():
+        with range_answers.collector_paused(), allocator.lowered(self.settings.mmap_threshold_bytes):
             for metric in self.settings.metrics:
                 query = selector(metric, matchers)
                 answer = self.range_samples(query, datetime.fromtimestamp(grid_start, UTC), end)

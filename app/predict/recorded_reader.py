@@ -36,6 +36,7 @@ import pandas as pd
 from prometheus_client import CollectorRegistry, Gauge
 
 from app.predict import (
+    allocator,
     features,
     range_answers,
     recent_window,
@@ -168,20 +169,23 @@ class FeatureReader:
         last = min(math.floor(now.timestamp() / step) * step, self._recorded_until(now))
         instants = sorted({last - math.floor(tail_s / step) * step, last})
         reads = recorded_reads.InstantReads(self.reader, refs=self._refs)
-        values = _read_values(reads, instants)
-        n = len(reads.gpus)
-        keys = _keys(reads.gpus, instants)
-        flat = {name: recorded_reads.pad(v, n).reshape(-1) for name, v in values.items()}
-        frame = _instant_frame(keys, flat)
-        if frame.empty:
-            return FeatureRead(RECORDED, frame, features.compute_features(frame))
-        irregular = _irregular(frame, flat)
-        regular = ~keys["node"].isin(irregular).to_numpy()
-        lookback_start = math.ceil((now.timestamp() - _reach_s(settings, tail_s)) / step) * step
-        chosen = flat if regular.all() else {name: v[regular] for name, v in flat.items()}
-        rows = recorded_rows.rows(keys[regular], chosen)
-        table = recorded_features.combine(rows, lookback_start=lookback_start)
-        xid = recorded_xid.read(self.reader, instants, nodes=set(table["node"].astype(str)))
+        # The answers and the arrays made of them: where a cycle peaks (the raw hosts' features, below,
+        # are computed outside, among temporaries glibc would otherwise mmap afresh each time).
+        with allocator.lowered(settings.mmap_threshold_bytes):
+            values = _read_values(reads, instants)
+            n = len(reads.gpus)
+            keys = _keys(reads.gpus, instants)
+            flat = {name: recorded_reads.pad(v, n).reshape(-1) for name, v in values.items()}
+            frame = _instant_frame(keys, flat)
+            if frame.empty:
+                return FeatureRead(RECORDED, frame, features.compute_features(frame))
+            irregular = _irregular(frame, flat)
+            regular = ~keys["node"].isin(irregular).to_numpy()
+            lookback_start = math.ceil((now.timestamp() - _reach_s(settings, tail_s)) / step) * step
+            chosen = flat if regular.all() else {name: v[regular] for name, v in flat.items()}
+            rows = recorded_rows.rows(keys[regular], chosen)
+            table = recorded_features.combine(rows, lookback_start=lookback_start)
+            xid = recorded_xid.read(self.reader, instants, nodes=set(table["node"].astype(str)))
         parts = [recorded_xid.merged(table, xid)]
         parts.extend(self._raw_hosts(sorted(irregular), now, tail_s, instants))
         table = pd.concat([p for p in parts if not p.empty] or parts[:1], ignore_index=True)

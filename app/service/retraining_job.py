@@ -161,6 +161,7 @@ class Retraining:
                 step_s=settings.retrain_step_s,
                 timeout_s=QUERY_TIMEOUT_S,
                 compress=settings.prometheus_compress,
+                mmap_threshold_bytes=settings.mmap_threshold_bytes,
             )
         )
         self.metrics = RetrainMetrics.create(registry)

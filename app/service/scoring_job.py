@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from app.config import rules
 from app.config.settings import PredictionSettings
 from app.obs.metrics import Metrics
-from app.predict import allocator as predict_allocator
 from app.predict import prometheus as predict_prometheus
 from app.predict import recorded_reader
 from app.predict import registry as predict_registry
@@ -60,6 +59,7 @@ class Scoring:
             url=settings.prometheus_url or "http://127.0.0.1:9090",
             lookback_s=settings.lookback_s,
             compress=settings.prometheus_compress,
+            mmap_threshold_bytes=settings.mmap_threshold_bytes,
         )
         ladder = policy or rules.PredictionPolicy()  # thresholds and hysteresis of the at-risk levels
         self.service = predict_service.ScoringService.from_prometheus(
@@ -98,7 +98,6 @@ class Scoring:
                 "risk scoring has no Prometheus URL (prediction.prometheus_url): the model is loaded, not run"
             )
             return
-        predict_allocator.fix_mmap_threshold(self._settings.mmap_threshold_bytes)
         self._jobs.every(
             JOB_ID, self.score_once, seconds=self._settings.interval_s, misfire_grace_s=60, now=True
         )

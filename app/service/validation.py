@@ -148,6 +148,7 @@ class Validation:
                 step_s=model.card.step_s or settings.retrain_step_s,
                 timeout_s=QUERY_TIMEOUT_S,
                 compress=settings.prometheus_compress,
+                mmap_threshold_bytes=settings.mmap_threshold_bytes,
             )
         )
         journal = None

@@ -54,7 +54,7 @@ from rich.text import Text
 from app import dcgm_fields
 from app.config.settings import PredictionSettings
 from app.demo.processes import free_port
-from app.predict import allocator, features, prometheus, promql, recent_window, service
+from app.predict import features, prometheus, promql, recent_window, service
 from app.sim.fleet import backfill
 from tests.perf import machine
 from tests.prom import backfilled_prometheus
@@ -192,8 +192,12 @@ class PerNodeReader(CountingReader):
 
 def child_main(args: argparse.Namespace) -> None:
     """Cold then warm cycle in this process; prints one JSON line with the figures."""
-    allocator.fix_mmap_threshold(PredictionSettings().mmap_threshold_bytes)  # as `sickbay serve` scores
-    settings = prometheus.ReaderSettings(url=args.url, step_s=STEP_S, lookback_s=args.lookback_hours * 3600)
+    settings = prometheus.ReaderSettings(
+        url=args.url,
+        step_s=STEP_S,
+        lookback_s=args.lookback_hours * 3600,
+        mmap_threshold_bytes=PredictionSettings().mmap_threshold_bytes,  # as `sickbay serve` reads
+    )
     nodes = json.loads(args.nodes_json) if args.nodes_json else None
     reader = PerNodeReader(settings, nodes=nodes) if nodes is not None else CountingReader(settings)
     window = recent_window.RecentWindow(reader)

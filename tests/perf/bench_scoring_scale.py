@@ -56,7 +56,7 @@ from rich.console import Console, Group
 
 from app.config.settings import PredictionSettings
 from app.demo.processes import free_port
-from app.predict import allocator, features, prometheus, recorded_reader, service
+from app.predict import features, prometheus, recorded_reader, service
 from app.predict import recorded_rules as rr
 from app.sim.fleet import backfill
 from tests.perf import bench_scoring, machine
@@ -85,8 +85,12 @@ COPIES_PER_FILE = 1000
 
 def child_main(args: argparse.Namespace) -> None:
     """A cold then a warm cycle in this process; one JSON line with the figures."""
-    allocator.fix_mmap_threshold(PredictionSettings().mmap_threshold_bytes)  # as `sickbay serve` scores
-    settings = prometheus.ReaderSettings(url=args.url, step_s=STEP_S, lookback_s=LOOKBACK_S)
+    settings = prometheus.ReaderSettings(
+        url=args.url,
+        step_s=STEP_S,
+        lookback_s=LOOKBACK_S,
+        mmap_threshold_bytes=PredictionSettings().mmap_threshold_bytes,  # as `sickbay serve` reads
+    )
     queries = [0]
 
     def counting(ask: Any) -> Any:

@@ -8,14 +8,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
-import pytest
 from prometheus_client import CollectorRegistry
 
 from app import domain
 from app.config.settings import PredictionSettings
 from app.obs.metrics import create_metrics
 from app.predict import registry, score, service
-from app.service import scoring_job
 from app.service.scoring_job import SHIPPED_MODELS, Scoring
 from app.store import inbox, journal
 
@@ -77,21 +75,9 @@ async def test_a_fresh_models_volume_starts_from_the_shipped_model(tmp_path: Pat
         await box.close()
 
 
-async def test_the_mmap_threshold_is_fixed_once_scoring_is_scheduled_and_not_without_prometheus(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fixed: list[int] = []
-    monkeypatch.setattr(scoring_job.predict_allocator, "fix_mmap_threshold", fixed.append)
-    box = await inbox.Inbox.open(tmp_path / "sickbay.db")
-    try:
-        for url in (None, "http://127.0.0.1:9"):
-            settings = PredictionSettings(
-                models_dir=SHIPPED_MODELS, prometheus_url=url, mmap_threshold_bytes=3 << 20
-            )
-            scoring = Scoring(settings, inbox=box, metrics=create_metrics(CollectorRegistry()))
-            await scoring.start()
-            await scoring.loaded()
-            await scoring.stop()
-            assert fixed == ([3 << 20] if url else [])
-    finally:
-        await box.close()
+def test_the_readers_lower_the_mmap_threshold_the_settings_name() -> None:
+    settings = PredictionSettings(prometheus_url="http://127.0.0.1:9", mmap_threshold_bytes=3 << 20)
+    scoring = Scoring(settings, inbox=None, metrics=create_metrics(CollectorRegistry()))  # type: ignore[arg-type]
+    assert scoring.service.read_features is not None
+    reader = scoring.service.read_features.__self__.reader  # type: ignore[attr-defined]
+    assert reader.settings.mmap_threshold_bytes == 3 << 20
