@@ -251,6 +251,29 @@ class Served:
             self.peak_rss_mib = max(self.peak_rss_mib, rss / 2**20)
         return self.peak_rss_mib
 
+    def settle(self, *, quiet_s: float = 10.0, poll_s: float = 5.0, timeout_s: float = 1200.0) -> float:
+        """Wait until Prometheus has compacted what was backfilled, as a running Prometheus keeps its
+        history: the copies' blocks overlap one another in time, and merging overlapping blocks at query
+        time cost it ~40% more CPU a 10,000-node cycle (45-48 s against 29-35 s once compacted,
+        `docs/benchmarks.md`). Its compaction timer fires every minute; done once that has fired and its
+        CPU has then stayed idle for `quiet_s`. Returns the seconds waited."""
+        started = time.monotonic()
+        last = _prometheus_cpu_s(self.url)
+        idle_since: float | None = None
+        while time.monotonic() - started < timeout_s:
+            time.sleep(poll_s)
+            now_cpu = _prometheus_cpu_s(self.url)
+            busy = now_cpu - last > 0.1 * poll_s
+            last = now_cpu
+            fired = prometheus_own(self.url, "prometheus_tsdb_compactions_triggered_total", timeout_s=30) >= 1
+            if busy or not fired:
+                idle_since = None
+                continue
+            idle_since = idle_since if idle_since is not None else time.monotonic() - poll_s
+            if time.monotonic() - idle_since >= quiet_s:
+                break
+        return time.monotonic() - started
+
     def load(self, blocks: Path) -> None:
         """Move promtool's blocks into the TSDB and restart, so they are queried."""
         self.__exit__()
@@ -520,6 +543,8 @@ def run_recorded_size(
     }
     held = plan.read_starts()
     with Served(work / "tsdb", args=args, at=plan.now) as served:
+        if args.settle:
+            row["settle_s"] = served.settle()
         row["recorded"] = run_child(served.url, now=plan.now, args=args)
         if nodes <= args.rule_costs_up_to:
             row["prometheus"] = rule_costs(served.url, plan, held_raw_from=fill.start, held=held)
@@ -590,12 +615,20 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--child-timeout-s", type=float, default=3600.0)
     parser.add_argument("--keep", type=Path, help="keep each recorded size's TSDB under this folder")
+    parser.add_argument(
+        "--settle",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="before a recorded size's cycles, wait for Prometheus to compact the backfilled blocks "
+        "(default: on, off with --quick)",
+    )
     bench_scoring.add_common_options(parser, out=OUT)
     args = parser.parse_args(list(argv))
     if args.quick:
         args.nodes = args.nodes or list(QUICK_SIZES)
         args.raw_nodes = args.raw_nodes or list(QUICK_RAW)
     args.nodes = sorted(args.nodes or SIZES)
+    args.settle = not args.quick if args.settle is None else args.settle
     args.raw_nodes = sorted(args.raw_nodes or RAW_SIZES)
     args.promtool = backfill.find_promtool(args.promtool)
     base = args.raw_nodes[-1]

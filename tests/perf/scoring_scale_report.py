@@ -159,6 +159,7 @@ def render(report: dict[str, Any], *, out: Path) -> Group:
         "B/sample",
         "verified points",
         "differing",
+        "settled s",
     ):
         data.add_column(column, justify="right")
     for row in rows:
@@ -173,6 +174,7 @@ def render(report: dict[str, Any], *, out: Path) -> Group:
             f"{fill['bytes_per_sample']:.0f}",
             f"{check['points']:,}" if check else "",
             f"{check['differ']}" if check else "",
+            f"{row['settle_s']:.0f}" if "settle_s" in row else "",
         )
     notes = [
         Text(
@@ -184,6 +186,10 @@ def render(report: dict[str, Any], *, out: Path) -> Group:
         Text(
             "cold: a fresh process, first cycle; warm: the next one a step later. peak: the Sickbay process' max "
             "RSS over both. ~: not measured; the raw-week sizes' least-squares line per GPU carried to that size."
+        ),
+        Text(
+            "settled: seconds waited, before a copied size's cycles, for Prometheus to compact the blocks "
+            "backfilled (they overlap in time), as a running Prometheus holds its history."
         ),
     ]
     for miss in report.get("not_run", []):

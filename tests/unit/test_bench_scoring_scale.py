@@ -129,3 +129,13 @@ def test_quick_run_measures_both_paths_and_the_copied_series_equal_promtools(tmp
     check = copied["verify"]
     assert check["points"] > 0
     assert check["differ"] == 0, check
+
+
+def test_a_copied_size_waits_for_compaction_unless_quick_or_told_not_to() -> None:
+    from tests.perf import bench_scoring_scale  # noqa: PLC0415
+
+    parse = bench_scoring_scale.parse_args
+    assert parse([]).settle is True
+    assert parse(["--quick"]).settle is False
+    assert parse(["--quick", "--settle"]).settle is True
+    assert parse(["--no-settle"]).settle is False
