@@ -230,7 +230,7 @@ class Reader:
                     raise range_answers.Malformed("the response is not a list of series")
             except range_answers.Malformed as exc:
                 raise PrometheusUnavailable(str(exc), query=query) from exc
-        return range_answers.Samples.joined(parts) if parts else range_answers.samples([])
+        return range_answers.Samples.joined(parts)
 
     def _chunks(
         self, query: str, start: datetime, end: datetime, *, step_s: float | None, body: bool

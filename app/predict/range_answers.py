@@ -94,7 +94,8 @@ class Samples:
 
     @classmethod
     def joined(cls, parts: Sequence[Samples]) -> Samples:
-        """One answer of several (a long range read in chunks), the series in the order given."""
+        """One answer of several (a long range read in chunks; none: an empty answer), the series in the
+        order given."""
         if len(parts) == 1:
             return parts[0]
         return cls(
@@ -137,7 +138,7 @@ def samples(series: Iterable[Any]) -> Samples:
 
 
 def parse(
-    answer: Samples | Iterable[Any],
+    answer: Samples,
     gpus: dict[tuple[str, int, str], int],
     *,
     grid_start: float,
@@ -154,7 +155,6 @@ def parse(
     labels), across the reads given it with the same `gpus` and `nodes` (worth it where the answers' labels
     are only the GPU's names: one entry per GPU).
     """
-    answer = answer if isinstance(answer, Samples) else samples(answer)
     numbers = np.full(len(answer.counts), -1, dtype=np.int64)
     for position, (labels, count) in enumerate(zip(answer.labels, answer.counts.tolist(), strict=True)):
         if not count:

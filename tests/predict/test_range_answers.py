@@ -23,7 +23,9 @@ def _series(labels: dict[str, str], *values: tuple[float, str]) -> dict[str, Any
 
 
 def _parse(answer: list[dict[str, Any]], gpus: dict[Any, int], **kw: Any) -> range_answers.Cells:
-    return range_answers.parse(answer, gpus, grid_start=START, step=STEP, n_times=3, **kw)
+    return range_answers.parse(
+        range_answers.samples(answer), gpus, grid_start=START, step=STEP, n_times=3, **kw
+    )
 
 
 def test_gpus_are_numbered_as_first_seen_and_a_records_name_does_not_split_a_gpu() -> None:
